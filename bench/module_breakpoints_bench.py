@@ -1,0 +1,105 @@
+"""Overhead of armed module breakpoints on a tiny Llama ``generate()``, against no breakpoints, same run.
+
+Usage::
+
+    python bench/module_breakpoints_bench.py [--rounds 7] [--tokens 16]
+
+Variants, run in interleaved rounds (A B C D A B C D ...) so drift hits them all alike; the median time
+of each is divided by the median of "none":
+
+- none:             no module breakpoint
+- armed elsewhere:  one breakpoint armed on a module of another model (nothing in this model matches;
+                    only torch's module-registration hook is installed)
+- cond false:       ``break-module model.layers.1.self_attn if hidden_states.shape[1] < 0`` (matches on
+                    every step; the condition is evaluated in the forward frame and never holds)
+- global hook:      for comparison, a no-op ``register_module_forward_pre_hook`` (what a global hook
+                    would cost every module call; llmpdb only uses one for a single call after a new
+                    module is registered)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
+
+import torch  # noqa: E402
+
+from llmpdb.module_breakpoints import ModuleBreakpointEngine  # noqa: E402
+from tiny_models import tiny_llama  # noqa: E402
+
+
+def _never_stop(frame, header):
+    raise AssertionError(f"the benchmark must not stop: {header}")
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--tokens", type=int, default=16)
+    args = parser.parse_args(argv)
+
+    torch.set_num_threads(1)
+    model = tiny_llama()
+    other = tiny_llama()
+    ids = torch.tensor([[1, 2, 3, 4, 5, 6, 7]])
+
+    def run() -> float:
+        start = time.perf_counter()
+        with torch.no_grad():
+            model.generate(ids, max_new_tokens=args.tokens, min_new_tokens=args.tokens, do_sample=False)
+        return time.perf_counter() - start
+
+    def variant_none():
+        return run()
+
+    def variant_elsewhere():
+        engine = ModuleBreakpointEngine(_never_stop)
+        engine.add("model.layers.1.self_attn", [other])
+        try:
+            return run()
+        finally:
+            engine.clear()
+
+    def variant_cond_false():
+        engine = ModuleBreakpointEngine(_never_stop)
+        bp = engine.add("model.layers.1.self_attn", [model], condition="hidden_states.shape[1] < 0")
+        try:
+            elapsed = run()
+        finally:
+            engine.clear()
+        assert bp.calls == args.tokens and bp.stops == 0, (bp.calls, bp.stops)
+        return elapsed
+
+    def variant_global_hook():
+        handle = torch.nn.modules.module.register_module_forward_pre_hook(lambda module, inputs: None)
+        try:
+            return run()
+        finally:
+            handle.remove()
+
+    variants = {"none": variant_none, "armed elsewhere": variant_elsewhere, "cond false": variant_cond_false,
+                "global hook": variant_global_hook}
+    for func in variants.values():  # warm up every path once
+        func()
+    times = {name: [] for name in variants}
+    for _ in range(args.rounds):
+        for name, func in variants.items():
+            times[name].append(func())
+    base = statistics.median(times["none"])
+    print(f"tiny Llama generate(), {args.tokens} new tokens, {args.rounds} interleaved rounds, torch "
+          f"{torch.__version__}, Python {sys.version.split()[0]}")
+    print(f"{'variant':<16} {'median ms':>10} {'ratio':>7}")
+    for name, values in times.items():
+        median = statistics.median(values)
+        print(f"{name:<16} {median * 1000:>10.2f} {median / base:>7.3f}")
+    assert sys.gettrace() is None, "a trace function was left installed"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,304 @@
+"""The hook engine of fast breakpoints (Python 3.11): no trace function at all while continuing.
+
+Usage: created by ``FastBreakpointsMixin`` on 3.11 (``llmpdb.breakpoints``); same interface as
+``TraceEngine`` plus ``close()``, which puts every function's original code back.
+
+Arming (when the set of breakpoints changes): one ``gc`` pass finds the function objects of files holding
+breakpoints; each whose code (or a nested code object) holds a breakpoint line gets a copy compiled with
+hooks (``breakpoints_bytecode.instrument``) as its ``__code__``; modules of those files imported later get
+hooked code from their loader. At run time a hook installs a one-shot trace function on its own frame;
+the interpreter then reports a genuine line event, pdb decides as usual, and the trace function is
+removed again. The lean trace engine (``TraceEngine``) still runs where hooks cannot reach: ``next``/
+``until``/``return`` (the watched frame is already running), frames and suspended generators that were
+already running the original code when a breakpoint was set, and code the assembler refuses.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import threading
+import time
+import types
+import weakref
+from typing import Any
+
+from . import breakpoints as _bp
+from .breakpoints import WATCH, code_breakpoint_lines
+from .breakpoints_bytecode import first_line, may_reach
+from .breakpoints_legacy import TraceEngine
+from .breakpoints_patching import LOADERS as _LOADERS
+from .breakpoints_patching import REGISTRY as _REGISTRY
+from .breakpoints_patching import hooked_tree as _hooked_tree
+from .breakpoints_patching import install_audit_hook, restore_all
+
+__all__ = ["HookEngine"]
+
+_EMPTY: frozenset[int] = frozenset()
+_SCANNED_TYPES = frozenset({types.FunctionType, types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType})
+
+
+class HookEngine(TraceEngine):
+    """Breakpoint lines call a hook compiled into the code; no trace function while continuing."""
+
+    def __init__(self, pdb: Any):
+        super().__init__(pdb)
+        self.hook_breaks: dict[str, frozenset[int]] = {}
+        self.generation = -1
+        self.armed = False
+        self.mode = ""
+        self.old_frames: list = []  # running original code whose code tree holds breakpoint lines
+        self.suspended: list = []  # weak references to generators suspended in such code
+        self.pending: set[str] = set()  # breakpoint files whose code ran or was compiled without hooks
+        self.problems_seen = False  # some code holding breakpoint lines could not be hooked: trace it
+        self.tried_late: dict[int, types.CodeType] = {}
+
+    # ---- arming ----------------------------------------------------------------------------------------
+    def hook_lines(self, code: types.CodeType) -> frozenset[int]:
+        """The lines of ``code`` that get hooks: its breakpoint lines, or its first line for ``b function``."""
+        file_lines = self.hook_breaks.get(self.pdb.canonic(code.co_filename))
+        if not file_lines:
+            return _EMPTY
+        lines = code_breakpoint_lines(code, file_lines)
+        if lines is _bp.ALL_LINES:
+            first = first_line(code)
+            return frozenset({first}) if first is not None else _EMPTY
+        return lines
+
+    def _tree_has_lines(self, code: types.CodeType) -> bool:
+        if self.hook_lines(code):
+            return True
+        return any(isinstance(c, types.CodeType) and self._tree_has_lines(c) for c in code.co_consts)
+
+    def _may_run_breakpoint_code(self, frame) -> bool:
+        """Whether a frame running original code can still reach a breakpoint line of its own, or make a
+        function from nested code holding one (a ``def`` still ahead, or in a loop)."""
+        code = frame.f_code
+        if not self._tree_has_lines(code):
+            return False
+        file_lines = self.hook_breaks.get(self.pdb.canonic(code.co_filename), _EMPTY)
+        own = code_breakpoint_lines(code, file_lines) if file_lines else _EMPTY
+        nested = frozenset(i for i, const in enumerate(code.co_consts)
+                           if isinstance(const, types.CodeType) and self._tree_has_lines(const))
+        return may_reach(code, frame.f_lasti, own, own is _bp.ALL_LINES, nested)
+
+    def lines_for(self, code) -> frozenset[int]:
+        entry = _REGISTRY.hooked.get(id(code))
+        if entry is not None and entry[0] is code:
+            return _EMPTY  # its hooks report the breakpoint lines
+        return super().lines_for(code)
+
+    def hook_loaded(self, code: types.CodeType) -> types.CodeType:
+        """A module of a breakpoint file is being loaded: hook its whole code tree."""
+        if self.pdb.canonic(code.co_filename) not in self.hook_breaks:
+            return code
+        hooked = _hooked_tree(code, self.hook_lines, {}, self.problems)
+        _REGISTRY.untracked = True  # the module makes its functions from hooked code
+        self.pending.discard(self.pdb.canonic(code.co_filename))
+        if self.problems and not self.problems_seen:
+            self.problems_seen = True  # code that got no hooks is traced from now on
+        if self.armed:
+            self.refresh()
+        return hooked if hooked is not None else code
+
+    def saw_unhooked(self, filename: str, code: types.CodeType | None) -> None:
+        """Code of a breakpoint file is compiled or about to run without hooks: trace until breakpoints change."""
+        canonic = self.pdb.canonic(filename)
+        if canonic not in self.hook_breaks:
+            return
+        if code is not None:
+            entry = _REGISTRY.hooked.get(id(code))
+            if (entry is not None and entry[0] is code) or not self._tree_has_lines(code):
+                return
+        if canonic not in self.pending:
+            self.pending.add(canonic)
+            if self.armed and sys.gettrace() != self._global:
+                self.refresh()
+
+    def refresh(self) -> None:
+        """Something changed while running (breakpoints, unhooked code seen): re-plan from the caller's stack."""
+        if self.armed:
+            self.key = None
+            self.activate(self.mode, sys._getframe(1))
+
+    def _rearm(self, breaks: dict[str, frozenset[int]], frame) -> None:
+        started = time.perf_counter()
+        try:
+            self._rearm_now(breaks, frame)
+        finally:
+            self.arm_seconds += time.perf_counter() - started
+
+    def _rearm_now(self, breaks: dict[str, frozenset[int]], frame) -> None:
+        restore_all()
+        self.hook_breaks = breaks
+        self.code_lines.clear()
+        self.suspended = []
+        self.pending = set()
+        self.tried_late = {}
+        if breaks:
+            canonic = self.pdb.canonic
+            memo: dict = {}
+            in_breaks: dict[str, bool] = {}  # raw co_filename -> holds breakpoints
+            function_type = types.FunctionType
+            for obj in [o for o in gc.get_objects() if type(o) in _SCANNED_TYPES]:
+                code = obj.__code__ if type(obj) is function_type else _code_of(obj)
+                raw = code.co_filename
+                wanted = in_breaks.get(raw)
+                if wanted is None:
+                    wanted = in_breaks[raw] = canonic(raw) in breaks
+                if not wanted:
+                    continue
+                if type(obj) is function_type:
+                    hooked = _hooked_tree(code, self.hook_lines, memo, self.problems)
+                    if hooked is not None:
+                        _REGISTRY.patch(obj, hooked)
+                elif _frame_of(obj) is not None:
+                    self.suspended.append(weakref.ref(obj))
+            _LOADERS.install()
+            install_audit_hook()
+        else:
+            _LOADERS.remove()
+        self.old_frames = []
+        walk = frame
+        while walk is not None:
+            if id(walk.f_code) not in _REGISTRY.hooked and self._may_run_breakpoint_code(walk):
+                self.old_frames.append(walk)
+            walk = walk.f_back
+        self.problems_seen = bool(self.problems)
+        _REGISTRY.generation += 1
+        self.generation = _REGISTRY.generation
+
+    def _hook_late(self, code: types.CodeType) -> None:
+        """Original code holding breakpoint lines is being called: hook its functions for the next calls."""
+        if id(code) in self.tried_late and self.tried_late[id(code)] is code:
+            return  # once per code object: it could not be hooked, or its functions were hooked already
+        self.tried_late[id(code)] = code
+        hooked = _hooked_tree(code, self.hook_lines, {}, self.problems)
+        if hooked is None:
+            self.problems_seen = self.problems_seen or bool(self.problems)
+            return
+        for referrer in gc.get_referrers(code):
+            if type(referrer) is types.FunctionType and referrer.__code__ is code:
+                _REGISTRY.patch(referrer, hooked)
+
+    def _still_needed(self) -> bool:
+        """Whether the lean trace function must stay, judged without walking the stack."""
+        if self.suspended:
+            self.suspended = [ref for ref in self.suspended if ref() is not None and _frame_of(ref()) is not None]
+        return bool(self.mode == WATCH or self.problems_seen or self.old_frames or self.pending or self.suspended)
+
+    def _needs_trace(self, frame) -> bool:
+        if self.old_frames:
+            live = set()
+            walk = frame
+            while walk is not None:
+                live.add(id(walk))
+                walk = walk.f_back
+            self.old_frames = [f for f in self.old_frames if id(f) in live]
+        return self._still_needed()
+
+    def _local_for(self, frame):
+        local = super()._local_for(frame)
+        if local is None and any(frame is f for f in self.old_frames):
+            return self._local  # to see it return
+        return local
+
+    def activate(self, mode: str, frame):
+        breaks = self.pdb.fb_breakpoint_lines()
+        if (breaks != self.hook_breaks or self.generation != _REGISTRY.generation
+                or _REGISTRY.active is not self):
+            if _REGISTRY.active is not None and _REGISTRY.active is not self:
+                _REGISTRY.active.armed = False
+            _REGISTRY.active = self
+            self._rearm(breaks, frame)
+        self.armed = True
+        self.mode = mode
+        self.thread = threading.get_ident()
+        if self._needs_trace(frame):
+            # only the watched frames need events: hooks report breakpoints, calls need no look-up
+            only_watch = not (self.old_frames or self.pending or self.suspended or self.problems_seen)
+            self.global_trace = self._calls_untraced if only_watch else self._global
+            return super().activate(mode, frame)
+        self._trace_off(frame)
+        return None
+
+    def _trace_off(self, frame) -> None:
+        if self.active:
+            TraceEngine.deactivate(self)
+        self.global_trace = self._global
+        if sys.gettrace() in (self._global, self._hook_global, self._calls_untraced):
+            sys.settrace(None)
+        if frame is not None and frame.f_trace in (self._hook_local, self._local, self._watch_local):
+            frame.f_trace = None
+
+    def deactivate(self) -> None:
+        """Stop reporting (pdb's own tracing takes over); the hooks stay compiled in, and do nothing."""
+        self.armed = False
+        if sys.gettrace() == self._hook_global:
+            sys.settrace(None)
+        super().deactivate()
+
+    def close(self) -> None:
+        """Deactivate and put every function's original code back."""
+        self.deactivate()
+        if _REGISTRY.active is self:
+            _REGISTRY.active = None
+            _LOADERS.remove()
+            started = time.perf_counter()
+            restore_all()
+            self.arm_seconds += time.perf_counter() - started
+        self.hook_breaks = {}
+        self.old_frames = []
+        self.suspended = []
+        self.pending = set()
+
+    # ---- run time --------------------------------------------------------------------------------------
+    def hit(self, frame) -> None:
+        """A hook ran in ``frame``: make the coming line event reach pdb through a one-shot trace function."""
+        if not self.armed or self.state["depth"] or threading.get_ident() != self.thread:
+            return
+        if frame.f_trace is not None:
+            return  # already traced (a watched frame): its trace function sees the line event
+        frame.f_trace = self._hook_local
+        if sys.gettrace() is None:
+            sys.settrace(self._hook_global)
+
+    def _hook_global(self, frame, event, arg):
+        return None
+
+    def _calls_untraced(self, frame, event, arg):
+        return None
+
+    def _hook_local(self, frame, event, arg):
+        if event == "line" and self.armed and not self.state["depth"]:
+            return self.pdb.fb_deliver(frame, event, arg)
+        frame.f_trace = None
+        if sys.gettrace() == self._hook_global:
+            sys.settrace(None)
+        return None
+
+    def _global(self, frame, event, arg):
+        result = super()._global(frame, event, arg)
+        if result is not None and self.armed:
+            code = frame.f_code
+            if id(code) not in _REGISTRY.hooked:  # first call of original breakpoint code: hook the rest
+                self._hook_late(code)
+                self.old_frames.append(frame)
+        return result
+
+    def _local(self, frame, event, arg):
+        result = super()._local(frame, event, arg)
+        if event == "return" and self.armed and self.active and any(frame is f for f in self.old_frames):
+            self.old_frames = [f for f in self.old_frames if f is not frame]
+            if self.old_frames == [] and not self._still_needed():
+                self._trace_off(None)
+        return result
+
+
+def _code_of(generator) -> types.CodeType:
+    return getattr(generator, "gi_code", None) or getattr(generator, "cr_code", None) or generator.ag_code
+
+
+def _frame_of(generator):
+    return getattr(generator, "gi_frame", None) or getattr(generator, "cr_frame", None) or getattr(
+        generator, "ag_frame", None)

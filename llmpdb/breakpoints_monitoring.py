@@ -1,0 +1,232 @@
+"""The ``sys.monitoring`` engine of fast breakpoints (Python 3.12+).
+
+Usage: created by ``FastBreakpointsMixin`` (``llmpdb.breakpoints``); ``engine.activate(mode, frame)``
+after each event pdb handled, ``engine.deactivate()`` to release the tool id.
+
+One tool id named ``"llmpdb"`` (``DEBUGGER_ID``, else 3 or 4). Events:
+
+- ``PY_START``/``PY_RESUME`` globally, each answered with ``DISABLE``: every code object is looked at
+  once; one that holds a breakpoint line gets local ``LINE``/``JUMP`` events;
+- ``LINE`` on those code objects: a breakpoint line goes to pdb (in the debugged thread); any other line
+  answers ``DISABLE`` and is never reported again until breakpoints change (``restart_events``);
+- ``JUMP``: a backward jump within one line is a line event for ``sys.settrace``, so it is one here;
+- WATCH mode (``next``/``until``/``return``): ``LINE``/``JUMP``/``PY_RETURN``/``STOP_ITERATION`` on the code
+  of the watched frames, ``RAISE``/``PY_UNWIND`` globally (they cannot be local); events of other frames
+  running the same code are ignored.
+
+Events are translated exactly as CPython's ``sys.settrace`` emulation does (``Python/legacy_tracing.c``).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any
+
+from .breakpoints import ALL_LINES, WATCH, EngineBase
+
+__all__ = ["MonitoringEngine", "free_tool_id_available", "TOOL_NAME", "TOOL_IDS"]
+
+TOOL_NAME = "llmpdb"
+_MON = getattr(sys, "monitoring", None)
+TOOL_IDS = (_MON.DEBUGGER_ID, 3, 4) if _MON is not None else ()
+
+
+def free_tool_id_available() -> bool:
+    """Usage: ``free_tool_id_available()`` -> True when ``sys.monitoring`` has a tool id llmpdb may take."""
+    return _MON is not None and any(_MON.get_tool(tool) is None for tool in TOOL_IDS)
+
+
+if _MON is not None:
+    _E = _MON.events
+    _DISABLE = _MON.DISABLE
+    _BP_EVENTS = _E.LINE | _E.JUMP
+    _WATCH_EVENTS = _E.LINE | _E.JUMP | _E.PY_RETURN | _E.STOP_ITERATION
+    _GLOBAL_CONTINUE = _E.PY_START | _E.PY_RESUME
+    _GLOBAL_WATCH = _GLOBAL_CONTINUE | _E.RAISE | _E.PY_UNWIND
+
+
+class MonitoringEngine(EngineBase):
+    """Delivers CONTINUE/WATCH events to ``pdb.fb_deliver`` through ``sys.monitoring``."""
+
+    def __init__(self, pdb: Any):
+        self.pdb = pdb
+        self.state = pdb._fb_state()  # state["depth"] > 0 while pdb handles an event: deliver nothing
+        self.tool: int | None = None
+        self.thread = threading.get_ident()
+        self.breaks: dict[str, frozenset[int]] = {}
+        self.code_lines: dict[int, tuple[Any, frozenset[int]]] = {}  # id(code) -> (code, lines)
+        self.local: dict[int, tuple[Any, int]] = {}  # id(code) -> (code, events enabled)
+        self.line_maps: dict[int, tuple[Any, dict[int, int]]] = {}
+        self.watched: tuple = ()
+        self.watched_codes: set[int] = set()
+        self.key: tuple | None = None
+        self.problems: list[str] = []
+        self.arm_seconds = 0.0  # time spent arming and releasing (reported by the benchmark)
+
+    # ---- arming ----------------------------------------------------------------------------------------
+    def _acquire(self) -> None:
+        for tool in TOOL_IDS:
+            if _MON.get_tool(tool) is None:
+                _MON.use_tool_id(tool, TOOL_NAME)
+                self.tool = tool
+                break
+        else:
+            raise RuntimeError("no free sys.monitoring tool id for llmpdb (ids %s are taken)" % (TOOL_IDS,))
+        register = _MON.register_callback
+        register(self.tool, _E.PY_START, self._on_start)
+        register(self.tool, _E.PY_RESUME, self._on_start)
+        register(self.tool, _E.LINE, self._on_line)
+        register(self.tool, _E.JUMP, self._on_jump)
+        register(self.tool, _E.PY_RETURN, self._on_return)
+        register(self.tool, _E.STOP_ITERATION, self._on_exception)
+        register(self.tool, _E.RAISE, self._on_exception)
+        register(self.tool, _E.PY_UNWIND, self._on_unwind)
+
+    def _set_local(self, code, events: int) -> None:
+        entry = self.local.get(id(code))
+        if entry is not None and entry[0] is code and entry[1] == events:
+            return
+        _MON.set_local_events(self.tool, code, events)
+        if events:
+            self.local[id(code)] = (code, events)
+        else:
+            self.local.pop(id(code), None)
+
+    def _wanted_local(self, code) -> int:
+        events = _BP_EVENTS if self.lines_for(code) else 0
+        if id(code) in self.watched_codes:
+            events |= _WATCH_EVENTS
+        return events
+
+    def activate(self, mode: str, frame) -> None:
+        """Deliver the events of ``mode`` (CONTINUE or WATCH) from now on; ``frame`` is where pdb stopped."""
+        pdb = self.pdb
+        breaks = pdb.fb_breakpoint_lines()
+        watched = pdb.fb_watched_frames() if mode == WATCH else ()
+        key = (mode, tuple(id(f) for f in watched))
+        if self.tool is not None and key == self.key and breaks == self.breaks:
+            return None
+        restart = self.tool is None or breaks != self.breaks
+        if self.tool is None:
+            self._acquire()
+        if breaks != self.breaks:
+            self.breaks = breaks
+            self.code_lines.clear()
+        new_codes = {id(f.f_code) for f in watched}
+        restart = restart or bool(new_codes - self.watched_codes)
+        self.watched, self.watched_codes, self.key = watched, new_codes, key
+        self.thread = threading.get_ident()
+        for code, _ in list(self.local.values()):
+            self._set_local(code, self._wanted_local(code))
+        walk = frame
+        while walk is not None:  # frames already running: PY_START is behind them
+            events = self._wanted_local(walk.f_code)
+            if events:
+                self._set_local(walk.f_code, events)
+            walk = walk.f_back
+        for watched_frame in watched:
+            self._set_local(watched_frame.f_code, self._wanted_local(watched_frame.f_code))
+        _MON.set_events(self.tool, _GLOBAL_WATCH if mode == WATCH else _GLOBAL_CONTINUE)
+        if restart:
+            _MON.restart_events()
+        return None
+
+    def refresh(self) -> None:
+        """Breakpoints changed while running: re-arm with the debugged thread's current stack."""
+        if self.key is not None:
+            self.key = None
+            frame = sys._getframe(1)
+            self.activate(self.pdb.fast_breakpoints_mode(), frame)
+
+    def deactivate(self) -> None:
+        """Stop all events and free the tool id."""
+        tool, self.tool = self.tool, None
+        self.key = None
+        self.watched, self.watched_codes = (), set()
+        if tool is None:
+            return
+        try:
+            _MON.set_events(tool, 0)
+            for code, _ in self.local.values():
+                _MON.set_local_events(tool, code, 0)
+            for event in (_E.PY_START, _E.PY_RESUME, _E.LINE, _E.JUMP, _E.PY_RETURN, _E.STOP_ITERATION,
+                          _E.RAISE, _E.PY_UNWIND):
+                _MON.register_callback(tool, event, None)
+        finally:
+            self.local.clear()
+            self.code_lines.clear()
+            self.line_maps.clear()
+            if _MON.get_tool(tool) == TOOL_NAME:
+                _MON.free_tool_id(tool)
+
+    # ---- callbacks ---------------------------------------------------------------------------------------
+    def _watched_frame(self, frame):
+        for watched in self.watched:
+            if frame is watched:
+                return True
+        return False
+
+    def _on_start(self, code, offset):
+        if self.tool is not None:
+            events = self._wanted_local(code)
+            if events:
+                self._set_local(code, events)
+        return _DISABLE
+
+    def _line_event(self, code, line: int, frame):
+        if self.state["depth"]:
+            return None  # pdb is interacting (``debug`` runs code with events on again): as pdb, ignore
+        if id(code) in self.watched_codes and self._watched_frame(frame):
+            self.pdb.fb_deliver(frame, "line", None)
+            return None
+        lines = self.lines_for(code)
+        if lines is ALL_LINES or line in lines:
+            if threading.get_ident() == self.thread:
+                self.pdb.fb_deliver(frame, "line", None)
+            return None
+        if id(code) in self.watched_codes or lines is ALL_LINES:
+            return None
+        return _DISABLE
+
+    def _on_line(self, code, line):
+        if self.tool is None:
+            return _DISABLE
+        return self._line_event(code, line, sys._getframe(1))
+
+    def _line_at(self, code, offset: int):
+        entry = self.line_maps.get(id(code))
+        if entry is None or entry[0] is not code:
+            mapping = {}
+            for start, end, line in code.co_lines():
+                for at in range(start, end, 2):
+                    mapping[at] = line
+            entry = (code, mapping)
+            self.line_maps[id(code)] = entry
+        return entry[1].get(offset)
+
+    def _on_jump(self, code, source, target):
+        if self.tool is None or target > source:
+            return _DISABLE  # forward jumps never make a line event
+        line = self._line_at(code, target)
+        if line is None or line != self._line_at(code, source):
+            return _DISABLE  # a different line: the LINE event at the target reports it
+        return self._line_event(code, line, sys._getframe(1))
+
+    def _on_return(self, code, offset, value):
+        frame = sys._getframe(1)
+        if self.tool is not None and not self.state["depth"] and self._watched_frame(frame):
+            self.pdb.fb_deliver(frame, "return", value)
+        return None
+
+    def _on_unwind(self, code, offset, exc):
+        frame = sys._getframe(1)
+        if self.tool is not None and not self.state["depth"] and self._watched_frame(frame):
+            self.pdb.fb_deliver(frame, "return", None)
+        return None
+
+    def _on_exception(self, code, offset, exc):
+        frame = sys._getframe(1)
+        if self.tool is not None and not self.state["depth"] and self._watched_frame(frame):
+            self.pdb.fb_deliver(frame, "exception", (type(exc), exc, exc.__traceback__))
+        return None

@@ -1,0 +1,177 @@
+"""Hooked code in and out of a 3.11 process: the registry of hooked code objects, the hook function
+itself, loaders that hand out hooked code, and the audit hook that notices unhooked code.
+
+Usage: used by ``breakpoints_hooks.HookEngine``; ``restore_all()`` gives every function its code back.
+The hook function's code is registered in ``breakpoints.INVISIBLE_CODE_IDS``, so pdb never traces into it.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import types
+from typing import Any
+
+from . import breakpoints as _bp
+from .breakpoints_bytecode import instrument
+
+__all__ = ["REGISTRY", "HOOK_CODE", "hooked_tree", "restore_all", "LOADERS", "install_audit_hook",
+           "fast_breakpoint_hook"]
+
+
+class _Registry:
+    """Process-wide: hooked code objects (``id -> (hooked, original)``) and the engine hooks report to."""
+
+    def __init__(self):
+        self.hooked: dict[int, tuple[types.CodeType, types.CodeType]] = {}
+        self.patched: list[tuple[types.FunctionType, types.CodeType, types.CodeType]] = []
+        self.untracked = False  # hooked code may sit in functions not in ``patched`` (closures, imports)
+        self.active: Any = None  # the HookEngine hooks report to
+        self.generation = 0
+
+    def patch(self, func: types.FunctionType, hooked: types.CodeType) -> None:
+        self.patched.append((func, hooked, func.__code__))
+        func.__code__ = hooked
+
+
+REGISTRY = _Registry()
+
+
+def fast_breakpoint_hook() -> None:
+    """Called by hooked code right before a line event of a breakpoint line."""
+    engine = REGISTRY.active
+    if engine is not None:
+        engine.hit(sys._getframe(1))
+
+
+HOOK_CODE = fast_breakpoint_hook.__code__
+_bp.INVISIBLE_CODE_IDS.add(id(HOOK_CODE))
+
+
+def hooked_tree(code: types.CodeType, lines_of: Any, memo: dict, problems: list) -> types.CodeType | None:
+    """``code`` with hooks in it and in every nested code object that needs them; None if nothing changed.
+
+    A code object that needs hooks but cannot get them is reported in ``problems`` and left as it is
+    (``lines_of`` still reports it: the trace engine covers it)."""
+    key = id(code)
+    if key in memo:
+        return memo[key][1]
+    consts = list(code.co_consts)
+    changed = False
+    for i, const in enumerate(consts):
+        if isinstance(const, types.CodeType):
+            new = hooked_tree(const, lines_of, memo, problems)
+            if new is not None:
+                consts[i] = new
+                changed = True
+    if changed:
+        REGISTRY.untracked = True  # functions made from the new constants are not in the patched list
+    base = code.replace(co_consts=tuple(consts)) if changed else code
+    lines = lines_of(code)
+    new = None
+    if lines:
+        where = f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
+        try:
+            new = instrument(base, lines, fast_breakpoint_hook)
+            if new is None:
+                problems.append(f"{where} cannot be re-assembled with hooks: it is traced instead")
+        except Exception as exc:  # an assembler limit on unusual bytecode: trace it, and say so
+            problems.append(f"{where} is traced instead of hooked: {type(exc).__name__}: {exc}")
+        if new is base:
+            new = None  # no line event of those lines can fire in this code object
+    if new is None and changed:
+        new = base
+    memo[key] = (code, new)
+    if new is not None:
+        REGISTRY.hooked[id(new)] = (new, code)
+    return new
+
+
+def restore_all() -> int:
+    """Usage: ``restore_all()``; give every function its original code back; returns how many changed."""
+    if not REGISTRY.hooked:
+        return 0
+    restored = 0
+    for func, hooked, original in REGISTRY.patched:
+        if func.__code__ is hooked:
+            func.__code__ = original
+            restored += 1
+    if REGISTRY.untracked:
+        for obj in gc.get_objects():
+            if type(obj) is types.FunctionType:
+                entry = REGISTRY.hooked.get(id(obj.__code__))
+                if entry is not None and entry[0] is obj.__code__:
+                    obj.__code__ = entry[1]
+                    restored += 1
+    REGISTRY.hooked.clear()
+    REGISTRY.patched.clear()
+    REGISTRY.untracked = False
+    REGISTRY.generation += 1
+    return restored
+
+
+class _LoaderPatch:
+    """While an engine is armed, source loaders hand out hooked code for files that hold breakpoints."""
+
+    def __init__(self):
+        from importlib import _bootstrap_external as external
+
+        self.targets = [(cls, cls.__dict__["get_code"]) for cls in (external.SourceLoader,
+                                                                     external.SourcelessFileLoader)]
+        self.installed = False
+
+    def install(self) -> None:
+        if self.installed:
+            return
+        for cls, original in self.targets:
+            cls.get_code = _make_get_code(original)
+        self.installed = True
+
+    def remove(self) -> None:
+        if self.installed:
+            for cls, original in self.targets:
+                cls.get_code = original
+            self.installed = False
+
+
+def _make_get_code(original):
+    def get_code(loader, fullname):
+        code = original(loader, fullname)
+        engine = REGISTRY.active
+        if code is None or engine is None or not engine.hook_breaks:
+            return code
+        return engine.hook_loaded(code)
+
+    get_code.__wrapped__ = original
+    return get_code
+
+
+LOADERS = _LoaderPatch()
+
+
+def _audit(event: str, args: tuple) -> None:
+    """Process-wide audit hook (installed once, on 3.11): code from a breakpoint file that is compiled or
+    executed without hooks (``exec(compile(...))``, ``runpy``, unusual loaders) makes the engine trace."""
+    if event != "exec" and event != "compile":
+        return
+    engine = REGISTRY.active
+    if engine is None or not engine.hook_breaks:
+        return
+    try:
+        if event == "exec":
+            if isinstance(args[0], types.CodeType):
+                engine.saw_unhooked(args[0].co_filename, args[0])
+        elif isinstance(args[1], str):
+            engine.saw_unhooked(args[1], None)
+    except Exception as exc:  # an audit hook must never break the audited operation: report instead
+        engine.problems.append(f"audit hook failed: {type(exc).__name__}: {exc}")
+
+
+_AUDIT = {"installed": False}
+
+
+def install_audit_hook() -> None:
+    """Install ``_audit`` once per process (audit hooks cannot be removed; it is idle while nothing is armed)."""
+    if not _AUDIT["installed"]:
+        sys.addaudithook(_audit)
+        _AUDIT["installed"] = True

@@ -1,0 +1,119 @@
+"""``python -m llmpdb [-c CMD]... [--no-compile] [-m] target [args]`` — run a script under llmpdb.
+
+Usage::
+
+    python -m llmpdb examples/infer.py          # stop at the first line; `c` runs to the first breakpoint()
+    python -m llmpdb -c continue train.py --lr 1e-3
+    python -m llmpdb -m package.module
+
+Same meaning as ``python -m pdb``: ``-c`` commands run at the first stop, ``-m`` runs a module, and every
+``breakpoint()`` in the program (installed modeling files included) opens llmpdb. Unlike pdb, the program
+is not restarted when it ends: llmpdb exits with the program's status. An uncaught exception opens a
+post-mortem session, then exits with status 1. ``--no-compile`` sets ``TORCHDYNAMO_DISABLE=1`` so that
+``torch.compile`` runs eagerly and every local is visible. Without a terminal, each stop runs the tour
+(``LLMPDB_TOUR``, default ``shapes``) and continues, so a batch job never hangs.
+"""
+
+from __future__ import annotations
+
+import getopt
+import os
+import sys
+import traceback
+
+__all__ = ["main", "USAGE"]
+
+USAGE = """usage: python -m llmpdb [-c command]... [--no-compile] (-m module | pyfile) [arg]...
+
+Debug the Python program given by pyfile (or the module with -m), with llmpdb's model-aware commands.
+Every breakpoint() in the program opens llmpdb.
+
+  -c CMD, --command CMD  run CMD at the first stop, as if typed (repeatable), e.g. -c continue
+  --no-compile           set TORCHDYNAMO_DISABLE=1: torch.compile runs eagerly, all locals are visible
+  -m                     run a library module as a script
+  -h, --help             show this help
+  --version              show the llmpdb version and its debugger base
+
+Environment: LLMPDB_DISABLE=1 or PYTHONBREAKPOINT=0 make breakpoint() a no-op; LLMPDB_TOUR="shapes;where"
+sets what runs at each stop when there is no terminal; LLMPDB_BASE=stdlib forces the standard pdb base.
+"""
+
+
+def _parse(argv: list[str]):
+    try:
+        opts, args = getopt.getopt(argv, "mhc:", ["help", "command=", "no-compile", "version"])
+    except getopt.GetoptError as exc:
+        print(f"llmpdb: {exc}", file=sys.stderr)
+        print(USAGE, file=sys.stderr)
+        raise SystemExit(2) from None
+    names = [name for name, _ in opts]
+    if "-h" in names or "--help" in names:
+        print(USAGE)
+        raise SystemExit(0)
+    if "--version" in names:
+        from . import __version__
+        from .base import BASE_FALLBACK_REASON, BASE_NAME
+
+        extra = f" ({BASE_FALLBACK_REASON})" if BASE_FALLBACK_REASON else ""
+        print(f"llmpdb {__version__} on {BASE_NAME}{extra}, Python {sys.version.split()[0]}")
+        raise SystemExit(0)
+    if not args:
+        print(USAGE, file=sys.stderr)
+        raise SystemExit(2)
+    commands = [value for name, value in opts if name in ("-c", "--command")]
+    return commands, "-m" in names, "--no-compile" in names, args
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the debugger over a script or module; exits with the program's status."""
+    commands, as_module, no_compile, args = _parse(sys.argv[1:] if argv is None else argv)
+    if no_compile:
+        os.environ["TORCHDYNAMO_DISABLE"] = "1"
+
+    from .base import stdlib_pdb
+    from .debugger import Pdb
+    from .hooks import install, set_debugger
+
+    target_class = stdlib_pdb._ModuleTarget if as_module else stdlib_pdb._ScriptTarget
+    try:
+        target = target_class(args[0])
+        check = getattr(target, "check", None)
+        if check is not None:
+            check()
+    except SystemExit:
+        raise
+    except Exception as exc:
+        print(f"llmpdb: cannot run {args[0]!r}: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+    sys.argv[:] = args
+
+    debugger = Pdb()
+    set_debugger(debugger)
+    install()
+    debugger.rcLines.extend(commands)
+    debugger.initial_stop = True
+    raise SystemExit(_run(debugger, target))
+
+
+def _run(debugger, target) -> int:
+    try:
+        debugger._run(target)
+    except SystemExit as exc:
+        code = exc.code
+        print(f"llmpdb: the program exited via sys.exit({code!r})")
+        if code is None:
+            return 0
+        return code if isinstance(code, int) else 1
+    except SyntaxError:
+        traceback.print_exc()
+        return 1
+    except BaseException as exc:
+        traceback.print_exc()
+        print("llmpdb: uncaught exception; post-mortem debugging (`c` or `q` ends the program)")
+        debugger.interaction(None, exc.__traceback__)
+        return 1
+    if getattr(debugger, "_user_requested_quit", False):
+        print("llmpdb: quit")
+        return 0
+    print("llmpdb: the program finished")
+    return 0

@@ -1,0 +1,227 @@
+"""The ``kv`` command: the KV cache in reach of the frame, one layer in detail, its growth across stops.
+
+Usage (at the prompt)::
+
+    kv                      find the cache (past_key_values, cache, outputs.cache, any cache local, self.*)
+    kv EXPR                 the cache EXPR evaluates to (or EXPR.cache / EXPR.past_key_values)
+    kv 0  |  kv cross:1     one layer in detail: every tensor it holds
+    kv 0 --stats            ... with min/max/mean/std/NaN/Inf of each tensor (reads values)
+    kv --history            how the cache grew across the stops of this session
+
+From Python (the lead's stop hook): ``record_kv_history(frame.f_locals)`` records the growth at each stop
+(metadata only). Every ``kv`` run records too.
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+from typing import Any
+
+from ..inspect.config import locate_config
+from ..inspect.kv import (
+    SEARCHED,
+    CacheReport,
+    KvHistoryEntry,
+    NotACacheError,
+    find_cache,
+    history_entry,
+    inspect_cache,
+    unwrap_cache,
+)
+from ..inspect.safe import safe_getattr, type_name
+from ..inspect.stats import no_stats_reason, tensor_stats
+from ..render.kv import render_cache, render_history, render_layer
+from ..session import SESSION
+from ._command import CommandError, command
+
+__all__ = ["KvCommands", "KvArgs", "parse_kv_args", "record_kv_history", "kv_history", "HISTORY_KEY"]
+
+HISTORY_KEY = "kv-history"
+HISTORY_LIMIT = 500
+USAGE = "kv [EXPR] [LAYER] [--stats] [--history]"
+_FLAG = re.compile(r"(?:^|(?<=\s))--(stats|history)(?=\s|$)")
+_LAYER_OPT = re.compile(r"(?:^|(?<=\s))(?:--layer|-l)(?:\s+|=)(\S+)(?=\s|$)")
+_LAYER = re.compile(r"^(?:(self|cross)[:.])?(-?\d+)$")
+_OPTION = re.compile(r"(?:^|(?<=\s))(--?[A-Za-z][\w-]*)(?=\s|$)")
+
+
+class KvArgs:
+    """Parsed ``kv`` arguments: ``expr`` (may be ""), ``layer``/``part`` (None when absent), flags."""
+
+    def __init__(self, expr: str = "", layer: int | None = None, part: str | None = None,
+                 stats: bool = False, history: bool = False):
+        self.expr, self.layer, self.part, self.stats, self.history = expr, layer, part, stats, history
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, KvArgs) and vars(self) == vars(other)
+
+    def __repr__(self) -> str:
+        return f"KvArgs({', '.join(f'{k}={v!r}' for k, v in vars(self).items())})"
+
+
+def _layer_spec(text: str) -> tuple[int, str | None] | None:
+    match = _LAYER.match(text)
+    return (int(match.group(2)), match.group(1)) if match else None
+
+
+def parse_kv_args(arg: str) -> KvArgs:
+    """Usage: ``parse_kv_args("outputs.cache 1 --stats")`` -> ``KvArgs(expr="outputs.cache", layer=1, ...)``.
+
+    LAYER is ``N`` (negative counts from the end) or ``self:N`` / ``cross:N`` for encoder-decoder caches,
+    given last or as ``--layer N``; the expression keeps its quotes and spaces.
+    """
+    text = arg or ""
+    flags = set(_FLAG.findall(text))
+    text = _FLAG.sub(" ", text)
+    spec = None
+    match = _LAYER_OPT.search(text)
+    if match:
+        spec = _layer_spec(match.group(1))
+        if spec is None:
+            raise CommandError(f"bad layer {match.group(1)!r} (a number, or self:N / cross:N)")
+        text = text[: match.start()] + " " + text[match.end():]
+    text = text.strip()
+    unknown = _OPTION.search(text)
+    if unknown:
+        raise CommandError(f"unknown option {unknown.group(1)} (usage: {USAGE})")
+    if spec is None and text:
+        head, _, last = text.rpartition(" ")
+        spec = _layer_spec(last)
+        if spec is not None:
+            text = head.strip()
+    layer, part = spec if spec is not None else (None, None)
+    if "stats" in flags and layer is None:
+        raise CommandError("--stats shows the values of one layer: give it, e.g. `kv 0 --stats`")
+    return KvArgs(text, layer, part, "stats" in flags, "history" in flags)
+
+
+def kv_history() -> list[KvHistoryEntry]:
+    """Usage: ``kv_history()``; the entries recorded so far in this process (oldest first)."""
+    return SESSION.memory(HISTORY_KEY, list)
+
+
+def _cache_serial(cache: Any, path: str) -> int:
+    """A session-unique number per cache object (ids are reused after GC: a weakref tells them apart).
+
+    Tuple caches cannot be weakly referenced and are rebuilt at every step: they are told apart by path.
+    """
+    serials = SESSION.memory("kv-history-serials", dict)
+    try:
+        ref = weakref.ref(cache)
+    except TypeError:
+        key: Any = ("path", path, type(cache).__name__)
+        ref = None
+    else:
+        key = ("id", id(cache))
+    known = serials.get(key)
+    if known is not None and (ref is None or known[0]() is cache):
+        return known[1]
+    serial = len(serials) + 1
+    serials[key] = (ref, serial)
+    return serial
+
+
+def _record(report: CacheReport, cache: Any, path: str) -> KvHistoryEntry:
+    """Append an entry unless the latest one for this cache shows the same state (nothing grew)."""
+    entries = kv_history()
+    entry = history_entry(report, stop=SESSION.stop, cache_id=_cache_serial(cache, path), path=path)
+    last_same = next((e for e in reversed(entries) if e.cache_id == entry.cache_id), None)
+    if last_same is None or not last_same.same_state(entry):
+        entries.append(entry)
+        del entries[:-HISTORY_LIMIT]
+    return entry
+
+
+def record_kv_history(local_vars: dict[str, Any], *, cache: Any = None, path: str = "") -> KvHistoryEntry | None:
+    """Usage: ``record_kv_history(frame.f_locals)`` at each stop; cheap (metadata and one length scalar).
+
+    Finds the cache like ``kv`` does (or takes ``cache``), and appends an entry to the session's history when
+    the cache grew or changed since the last entry. Returns the entry, or None when there is no cache in
+    reach. Never raises: a failure is kept in ``SESSION.memory("kv-history-errors", list)``.
+    """
+    try:
+        if cache is None:
+            found = find_cache(local_vars)
+            if found is None:
+                return None
+            path, cache = found
+        return _record(inspect_cache(cache), cache, path)
+    except Exception as exc:  # an automatic per-stop hook must never disturb the stop
+        SESSION.memory("kv-history-errors", list).append(f"stop {SESSION.stop}: {type(exc).__name__}: {exc}")
+        return None
+
+
+class KvCommands:
+    """Command mixin: ``kv``."""
+
+    @command
+    def do_kv(self, arg):
+        """kv [EXPR] [LAYER] [--stats] [--history]
+        The KV cache in reach of this frame: one summary line (class, layers, filled length, kv heads /
+        q heads with the GQA group size when a model config is in reach, head_dim, dtype, device, bytes),
+        a memory line comparing the bytes with 2 × layers × kv_heads × head_dim × seq × bytes (and why they
+        differ: static capacity, sliding window, quantization, cross-attention), then one row per layer
+        (type, keys/values shapes, filled/capacity, window; linear-attention states; quantized tokens).
+        Found by itself (past_key_values, cache, outputs.cache, model_kwargs['cache'], any cache local,
+        self.*) or given as EXPR. Works for every transformers cache class, the key_cache/value_cache
+        lists of 4.4x-4.5x and ((k, v), ...) tuples. No tensor data is read (one length scalar of a
+        static cache at most).
+        LAYER       N, -1 (last), or self:N / cross:N (encoder-decoder); also --layer N. Every tensor of
+                    that layer with shape, dtype, device and bytes.
+        --stats     with LAYER: min/max/mean/std and NaN/Inf counts, computed on the tensor's device.
+        --history   the growth across the stops of this session (seq 7 -> 8 -> 9, one row per stop).
+        """
+        args = parse_kv_args(arg)
+        local_vars = self.frame_locals()
+        found = self._kv_find(args.expr, local_vars)
+        if found is None and not args.history:
+            raise CommandError(f"no KV cache in this frame (looked at {SEARCHED})")
+        style, width = self.out_style(), self.out_width()
+        if found is not None:
+            path, cache = found
+            located = locate_config(local_vars)
+            try:
+                report = inspect_cache(cache, config=located[0] if located else None)
+            except NotACacheError as exc:
+                raise CommandError(f"{path} is {exc}") from None
+            _record(report, cache, path)
+            if not args.history:
+                self.message(self._kv_render(report, path, args, width, style))
+                here = safe_getattr(local_vars.get("self"), "layer_idx")
+                if args.layer is None and not args.expr and type(here) is int:
+                    self.message(style.dim(f"this frame is layer {here} (self.layer_idx)"))
+                return
+        self.message(render_history(kv_history(), width=width, style=style))
+        errors = SESSION.memory("kv-history-errors", list)
+        if errors:
+            self.message(style.warn(f"history recording failed {len(errors)}×, last: {errors[-1]}"))
+
+    def _kv_find(self, expr: str, local_vars: dict) -> tuple[str, Any] | None:
+        if not expr:
+            return find_cache(local_vars)
+        value = self.eval_in_frame(expr)
+        unwrapped = unwrap_cache(value)
+        if unwrapped is None:
+            raise CommandError(f"{expr} is a {type_name(value)}, not a KV cache "
+                               "(no .layers, .key_cache/.value_cache, (k, v) tuples, .cache or .past_key_values)")
+        return expr + unwrapped[0], unwrapped[1]
+
+    def _kv_render(self, report: CacheReport, path: str, args: KvArgs, width: int, style) -> str:
+        if args.layer is None:
+            return render_cache(report, width=width, style=style, path=path)
+        part = args.part or report.parts[0]
+        if part not in report.parts:
+            raise CommandError(f"{path} has no {part} part (parts: {', '.join(p for p in report.parts if p) or 'one'})")
+        count = len(report.part_layers(part))
+        index = args.layer + count if args.layer < 0 else args.layer
+        layer = report.layer(index, part)
+        if layer is None:
+            where = f"{part} " if part else ""
+            raise CommandError(f"no {where}layer {args.layer} in {path} ({count} layers: 0-{count - 1})"
+                               if count else f"no {where}layer {args.layer}: {path} has no layers yet")
+        stats = None
+        if args.stats:
+            stats = {m.name: tensor_stats(m.tensor) or (no_stats_reason(m.tensor) or "no values")
+                     for m in layer.tensors}
+        return render_layer(report, layer, stats=stats, width=width, style=style)

@@ -1,0 +1,331 @@
+"""Model-aware navigation: ``stack-model``, ``model``, ``break-module``, ``clear-module``, ``where-forward``.
+
+Usage (at the prompt)::
+
+    stack-model [--all]        sm      the stack as the model sees it, with the path header
+    model [EXPR | --auto]              show or set the root model that names modules (also root-model)
+    break-module PATTERN [if CONDITION] [--after N] [--once]    bm
+    clear-module N|all
+    where-forward [EXPR] [--edit]      wf
+
+``render_stop_header(frame)`` is the one-line path summary; it is registered as a stop note, so it is
+printed at every stop where a model is in sight.
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+
+from ..inspect.forward_location import forward_location
+from ..inspect.modules import frame_stack, is_module, is_plumbing, model_stack, unwrap_model
+from ..inspect.path_summary import path_summary
+from ..module_breakpoints import NoModuleMatch, module_breakpoints
+from ..render.modules import (render_forward_location, render_model_stack, render_module_breakpoints,
+                              render_path_summary)
+from ..render.style import Style
+from ..session import SESSION
+from ..stop_notes import register_stop_note
+from ._command import CommandError, command, split_args
+
+__all__ = ["NavigationCommands", "render_stop_header", "user_root", "set_user_root"]
+
+_ROOT_KEY = "navigation-root"
+_AFTER = re.compile(r"(?:^|\s)--after(?:\s+|=)(\S+)(?=\s|$)")
+_ONCE = re.compile(r"(?:^|\s)--once(?=\s|$)")
+
+
+def _root_state() -> dict:
+    return SESSION.memory(_ROOT_KEY, dict)
+
+
+def user_root():
+    """Usage: ``user_root()``; the root model set with ``model EXPR``, or None (automatic)."""
+    ref = _root_state().get("ref")
+    return ref() if ref is not None else None
+
+
+def set_user_root(module, expr: str | None = None) -> None:
+    """Usage: ``set_user_root(model, "model")``; ``set_user_root(None)`` goes back to automatic."""
+    state = _root_state()
+    state.clear()
+    if module is not None:
+        state["ref"] = weakref.ref(module)
+        state["expr"] = expr
+
+
+def render_stop_header(frame, style: Style | None = None) -> str | None:
+    """Usage: ``render_stop_header(frame)`` -> ``"path: eval, no_grad, ... | model.layers.1.self_attn
+    (LlamaAttention)"``, or None when no module runs on the stack and no model was set."""
+    if frame is None:
+        return None
+    stack = frame_stack(frame)
+    return render_path_summary(path_summary(stack, len(stack) - 1, user_root()), style)
+
+
+@register_stop_note
+def model_path_note(frame, debugger) -> str | None:
+    """The stop note: the path header, coloured like the debugger's output."""
+    style_of = getattr(debugger, "out_style", None)
+    return render_stop_header(frame, style_of() if callable(style_of) else None)
+
+
+def _top_level(modules: list) -> list:
+    """Drop modules that are submodules of another one in the list; keep order, no duplicates."""
+    unique = []
+    for m in modules:
+        if not any(m is u for u in unique):
+            unique.append(m)
+    inside = set()
+    for m in unique:
+        try:
+            for _, sub in unwrap_model(m)[0].named_modules():
+                if sub is not m:
+                    inside.add(id(sub))
+        except Exception:  # a module whose traversal fails still counts as a candidate root
+            continue
+    return [m for m in unique if id(m) not in inside]
+
+
+class NavigationCommands:
+    """Command mixin: the stack as the model sees it, module breakpoints, where a forward is defined."""
+
+    # ---- helpers ------------------------------------------------------------------------------------
+    def _nav_roots(self) -> tuple[list, str]:
+        """The root models and where they came from ("set", "stack" or "locals")."""
+        root = user_root()
+        if root is not None:
+            return [root], "set"
+        stack = self.stack_frames()
+        entries = model_stack(stack[: self.current_index() + 1] if stack else stack)
+        firsts = {}
+        for entry in entries:
+            if entry.module is not None and entry.module.tree not in firsts:
+                firsts[entry.module.tree] = entry.module.module
+        if firsts:
+            return _top_level([firsts[k] for k in sorted(firsts)]), "stack"
+        found = [v for v in self.frame_locals().values() if is_module(v)]
+        if not found:
+            found = [v for v in list(self.frame_globals().values()) if is_module(v)]
+        return _top_level(found), "locals"
+
+    def _nav_aliases(self, roots: list) -> list[str]:
+        """Names the roots are bound to in the user's frames (``model`` for ``model.model.layers.1``)."""
+        names = []
+        expr = _root_state().get("expr")
+        if expr and user_root() is not None:
+            names.append(expr)
+        frames = [f for f, _ in self.stack_frames() if not is_plumbing(f)] or [self.current_frame()]
+        for frame in frames:
+            if frame is None:
+                continue
+            for space in (frame.f_locals, frame.f_globals):
+                try:
+                    items = list(space.items())
+                except Exception:  # a frame whose locals cannot be read
+                    continue
+                for name, value in items:
+                    if name != "self" and any(value is r for r in roots) and name not in names:
+                        names.append(name)
+        return names
+
+    # ---- commands -------------------------------------------------------------------------------------
+    @command
+    def do_stack_model(self, arg):
+        """stack-model [--all]
+        The stack as the model sees it: one row per frame running a module's forward (qualified name
+        from the root model, class, function, file:line, first tensor argument) plus your own code,
+        numbered like `where` so `frame N`, `up` and `down` reach them. The first line is the path
+        header (train/eval, grad mode, autocast, labels, KV cache, attention kernel, torch.compile).
+        --all   also show the plumbing frames (_call_impl, hooks, decorator wrappers, generate()).
+        Alias: sm."""
+        args = split_args(arg)
+        unknown = [a for a in args if a != "--all"]
+        if unknown:
+            raise CommandError(f"unknown argument {unknown[0]!r} (usage: stack-model [--all])")
+        stack = self.stack_frames()
+        if not stack:
+            raise CommandError("no stack (the program is not stopped in a frame)")
+        style = self.out_style()
+        index = self.current_index()
+        header = render_path_summary(path_summary(stack, index, user_root()), style)
+        if header:
+            self.message(header)
+        entries = model_stack(stack, user_root())
+        self.message(render_model_stack(entries, current=index, show_all="--all" in args,
+                                        width=self.out_width(), style=style))
+
+    do_sm = do_stack_model
+
+    @command
+    def do_model(self, arg):
+        """model [EXPR | --auto]
+        Show the root model whose named_modules() give the qualified names, or set it to EXPR (a module
+        evaluated in the current frame). By default the root is the outermost module running on the stack,
+        else the top-level module among the current frame's variables. --auto goes back to that.
+        Also typed root-model: where a variable is called `model`, pdb++ prints the variable instead."""
+        arg = (arg or "").strip()
+        if arg == "--auto":
+            set_user_root(None)
+            self.message("model: automatic (the outermost module on the stack)")
+            return
+        if arg:
+            value = self.eval_in_frame(arg)
+            if not is_module(value):
+                raise CommandError(f"{arg} is a {type(value).__name__}, not a module (no named_modules/forward)")
+            set_user_root(value, arg)
+            inner, chain = unwrap_model(value)
+            via = "".join(f" -> {attr} ({kind})" for _, kind, attr in chain)
+            self.message(f"model: {arg} = {type(value).__name__}{via}; names are relative to "
+                         f"{type(inner).__name__}")
+            return
+        roots, source = self._nav_roots()
+        if not roots:
+            self.message("model: none in sight (no module on the stack or in the current frame); "
+                         "set one with `model EXPR`")
+            return
+        where = {"set": f"set with `model {_root_state().get('expr')}`",
+                 "stack": "the outermost module on the stack",
+                 "locals": "found among the current frame's variables"}[source]
+        for root in roots:
+            inner, chain = unwrap_model(root)
+            via = "".join(f" -> {attr} ({kind})" for _, kind, attr in chain)
+            self.message(f"model: {type(root).__name__}{via} ({where})")
+
+    do_root_model = do_model
+
+    @command
+    def do_break_module(self, arg):
+        """break-module [PATTERN [if CONDITION] [--after N] [--once]]
+        Pause at the start of the forward of every module matching PATTERN, in the module's own forward
+        frame with its arguments as locals. PATTERN is a qualified name from the root model
+        (model.layers.1.self_attn; a dotted suffix such as layers.1.self_attn is enough), a glob
+        (layers.*.mlp, *self_attn; * stays within one dotted part, ** crosses dots) or a class name
+        (LlamaAttention, *Attention; a class name can be armed before the model exists). Only matching
+        modules get a hook; the others run at full speed.
+          if CONDITION  evaluated in the forward frame, e.g.  if hidden_states.shape[1] > 1  (prefill only)
+          --after N     skip the first N hits (where CONDITION held)
+          --once        remove the breakpoint after its first stop
+        Without arguments: list the module breakpoints with their hit counts. Alias: bm."""
+        text = (arg or "").strip()
+        engine = module_breakpoints()
+        if not text:
+            self.message(render_module_breakpoints(engine.breakpoints(), width=self.out_width(),
+                                                   style=self.out_style()))
+            for line in engine.take_messages():
+                self.message(self.out_style().warn(line))
+            return
+        after = 0
+        match = _AFTER.search(text)
+        if match:
+            try:
+                after = int(match.group(1))
+            except ValueError:
+                raise CommandError(f"--after needs a whole number, not {match.group(1)!r}") from None
+            if after < 0:
+                raise CommandError("--after needs a number >= 0")
+            text = (text[: match.start()] + " " + text[match.end():]).strip()
+        once = bool(_ONCE.search(text))
+        text = _ONCE.sub(" ", text).strip()
+        pattern, _, rest = text.partition(" ")
+        rest = rest.strip()
+        condition = None
+        if rest:
+            if not rest.startswith("if ") and rest != "if":
+                raise CommandError(f"unexpected {rest!r} (usage: break-module PATTERN [if CONDITION] "
+                                   "[--after N] [--once])")
+            condition = rest[2:].strip()
+            if not condition:
+                raise CommandError("'if' needs a condition")
+        if not pattern:
+            raise CommandError("a PATTERN is required (usage: break-module PATTERN [if CONDITION] ...)")
+        if pattern.startswith("-"):
+            raise CommandError(f"unknown option {pattern!r}")
+        roots, _ = self._nav_roots()
+        if not roots and "." in pattern:
+            raise CommandError("no model in sight: stop inside a forward, or set one with `model EXPR` "
+                               "(a class name such as LlamaAttention can be armed before the model exists)")
+        try:
+            bp = engine.add(pattern, roots, condition=condition, after=after, once=once,
+                            aliases=self._nav_aliases(roots))
+        except NoModuleMatch as exc:
+            raise CommandError(str(exc)) from None
+        except SyntaxError as exc:
+            raise CommandError(f"invalid condition {condition!r}: {exc.msg}") from None
+        modules = sorted(bp.labels.values())
+        shown = ", ".join(modules[:4]) + (f", ... ({len(modules)} modules)" if len(modules) > 4 else "")
+        if not modules:
+            shown = f"no module yet: armed on {pattern} modules as they are created"
+        extra = "".join([f" if {condition}" if condition else "", f", after {after}" if after else "",
+                         ", once" if once else ""])
+        self.message(f"module breakpoint {bp.number}: {pattern}{extra} -> {shown}")
+
+    do_bm = do_break_module
+
+    def do_break(self, arg, temporary=False):
+        """b(reak) [ ([filename:]lineno | function) [, condition] ]
+        pdb's break; without an argument it lists pdb's breakpoints, then the module breakpoints
+        (break-module) with their hit counts."""
+        result = super().do_break(arg, temporary)
+        if not (arg or "").strip():
+            try:
+                bps = module_breakpoints().breakpoints()
+                if bps:
+                    self.message(render_module_breakpoints(bps, width=self.out_width(), style=self.out_style()))
+            except Exception as exc:  # pdb's own listing is already printed; never lose the prompt
+                self.error(f"break: cannot list module breakpoints: {type(exc).__name__}: {exc}")
+        return result
+
+    do_b = do_break
+
+    @command
+    def do_clear_module(self, arg):
+        """clear-module N|all
+        Remove module breakpoint N (see break-module for the numbers), or all of them; their hooks go
+        with them."""
+        args = split_args(arg)
+        if len(args) != 1:
+            raise CommandError("usage: clear-module N|all")
+        engine = module_breakpoints()
+        if args[0] == "all":
+            count = engine.clear()
+            self.message(f"cleared {count} module breakpoint{'s' if count != 1 else ''}")
+            return
+        try:
+            number = int(args[0])
+        except ValueError:
+            raise CommandError(f"not a breakpoint number: {args[0]!r} (usage: clear-module N|all)") from None
+        try:
+            bp = engine.remove(number)
+        except KeyError:
+            have = ", ".join(str(b.number) for b in engine.breakpoints()) or "none"
+            raise CommandError(f"no module breakpoint {number} (have: {have})") from None
+        self.message(f"cleared module breakpoint {bp.number}: {bp.pattern}")
+
+    @command
+    def do_where_forward(self, arg):
+        """where-forward [EXPR] [--edit]
+        The file and def line of the forward that actually runs for the module EXPR (default: the module
+        of the current frame, else the root model), through torch.compile's _orig_mod, DDP's module,
+        PEFT's base_model.model, an instance-level forward and decorators (deprecate_kwarg,
+        can_return_tuple...). --edit adds a shell command that opens the file there ($EDITOR +LINE FILE).
+        Alias: wf."""
+        args = split_args(arg)
+        edit = "--edit" in args
+        expr = " ".join(a for a in args if a != "--edit").strip()
+        if expr:
+            target = self.eval_in_frame(expr)
+        else:
+            target = self.frame_locals().get("self")
+            if not is_module(target):
+                roots, _ = self._nav_roots()
+                if not roots:
+                    raise CommandError("no module here: give one, e.g. where-forward model.model.layers[0]")
+                target = roots[0]
+        try:
+            location = forward_location(target)
+        except TypeError as exc:
+            raise CommandError(str(exc)) from None
+        self.message(render_forward_location(location, edit=edit, style=self.out_style()))
+
+    do_wf = do_where_forward

@@ -1,0 +1,92 @@
+"""The ``shapes`` command: every tensor in the frame (or in one expression), as a table.
+
+Usage (at the prompt)::
+
+    shapes                  every tensor reachable from the current frame's locals
+    shapes inputs           one expression, walked the same way (paths start with its text)
+    shapes --stats          add min/max/mean/std and NaN/Inf counts (reads tensor data)
+
+Dimension names come from the model config in reach of the frame (``self.config``, ``config``, ``model``)
+and from the frame's ``input_ids``/``hidden_states`` (batch, seq). Inside ``torch.compile``d code a note
+says that graph-computed locals may be missing.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+from ..inspect.compiled import compiled_context
+from ..inspect.dims import DimNamer
+from ..inspect.safe import safe_getattr, type_name
+from ..inspect.tensors import frame_tensors, walk_tensors
+from ..render.tensors import render_tensors
+from ._command import CommandError, command
+
+__all__ = ["ShapesCommands", "parse_shapes_args", "compiled_note"]
+
+_STATS = re.compile(r"(?:^|(?<=\s))--stats(?=\s|$)")
+_OPTION = re.compile(r"(?:^|(?<=\s))(--?[A-Za-z][\w-]*)(?=\s|$)")
+
+
+def parse_shapes_args(arg: str) -> tuple[str, bool]:
+    """Usage: ``parse_shapes_args("inputs['input_ids'] --stats")`` -> ``("inputs['input_ids']", True)``.
+
+    The expression keeps its quotes and spaces (no shell splitting); an unknown ``--option`` is an error.
+    """
+    text = arg or ""
+    stats = bool(_STATS.search(text))
+    text = _STATS.sub(" ", text).strip()
+    unknown = _OPTION.search(text)
+    if unknown:
+        raise CommandError(f"unknown option {unknown.group(1)} (usage: shapes [EXPR] [--stats])")
+    return text, stats
+
+
+def compiled_note(frame) -> str | None:
+    """Usage: ``compiled_note(frame)``; a warning line when the frame runs in/under torch.compile, else None."""
+    reason = compiled_context(frame)
+    if reason is None:
+        compiler = safe_getattr(sys.modules.get("torch"), "compiler")
+        is_compiling = safe_getattr(compiler, "is_compiling")
+        try:
+            if callable(is_compiling) and is_compiling():
+                reason = "code being traced by torch.compile"
+        except Exception as exc:  # an old or broken torch: say we could not tell
+            return f"note: could not tell whether this is compiled code ({type(exc).__name__}: {exc})"
+    return f"note: {reason}: locals computed inside the compiled graph may be missing below" if reason else None
+
+
+class ShapesCommands:
+    """Command mixin: ``shapes``."""
+
+    @command
+    def do_shapes(self, arg):
+        """shapes [EXPR] [--stats]
+        Every tensor in the current frame's locals, or inside EXPR: access path (outputs.logits,
+        inputs['input_ids'], cache.layers[0].keys), shape, dtype, device (when not all on cpu), size,
+        grad_fn (leaf = requires grad), flags (non-contiguous, meta, sparse, quantized, DTensor, fake,
+        Parameter, nested) and dimension names when a model config is in reach (batch · heads · seq ·
+        head_dim; a|b when two names share a size, ? when unknown). Searches dict, list, tuple, named
+        tuples, dataclasses, ModelOutput, BatchEncoding, KV-cache objects and small plain objects.
+        Modules and optimizers in the frame are summarized on one line each; `shapes model` lists a
+        module's parameters and buffers. No tensor data is read unless --stats is given.
+        --stats   add min/max/mean/std (NaN/Inf ignored) and NaN/Inf counts, computed on each
+                  tensor's own device with one transfer per tensor; none for meta/fake tensors.
+        """
+        expr, stats = parse_shapes_args(arg)
+        locals_ = self.frame_locals()
+        if expr:
+            value = self.eval_in_frame(expr)
+            walk = walk_tensors(value, expr, stats=stats)
+            where = f"{expr} ({type_name(value)})"
+        else:
+            walk = frame_tensors(locals_, stats=stats)
+            where = "this frame's locals"
+        note = compiled_note(self.current_frame())
+        style = self.out_style()
+        if note:
+            self.message(style.warn(note))
+        namer = DimNamer.from_frame(locals_) if walk else None
+        self.message(render_tensors(walk, width=self.out_width(), style=style, namer=namer, stats=stats,
+                                    empty=f"no tensors in {where}"))

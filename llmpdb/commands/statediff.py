@@ -1,0 +1,253 @@
+"""``statediff``: a model against a checkpoint, and what changed between two stops.
+
+Usage (at the llmpdb prompt)::
+
+    statediff model ckpt/                  # model vs a checkpoint (metadata only)
+    statediff model other_model            # vs a second module or state dict
+    statediff snap before                  # fingerprint the model in this frame
+    statediff before                       # later: what changed since
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ..inspect.checkpoint import CheckpointError
+from ..inspect.snapshot import Snapshot, SnapshotError, compare_snapshots, diff_with_model, take_snapshot
+from ..inspect.statediff import statediff
+from ..render.statediff import render_snapdiff, render_snapshot, render_snapshot_list, render_statediff
+from ..session import SESSION
+from ._command import CommandError, command
+
+__all__ = ["StatediffCommands", "snapshots"]
+
+_FLAGS = {"--all", "--unsafe-trusted", "--exact", "--list", "--drop"}
+_NAME = re.compile(r"[A-Za-z_][\w-]*$")
+
+
+def snapshots() -> dict[str, Snapshot]:
+    """The snapshots of this process, oldest first (``SESSION.memory("statediff-snapshots", dict)``)."""
+    return SESSION.memory("statediff-snapshots", dict)
+
+
+def _is_module(obj: Any) -> bool:
+    try:
+        return callable(getattr(obj, "named_parameters", None)) and callable(getattr(obj, "modules", None))
+    except Exception:  # a hostile __getattr__: not something we can snapshot
+        return False
+
+
+def _split(arg: str) -> list[str]:
+    """Split on whitespace outside quotes and brackets: ``m {k: v for k, v in sd.items()}`` -> 2 tokens."""
+    tokens, current, depth, quote = [], "", 0, ""
+    for ch in arg or "":
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth = max(0, depth - 1)
+        elif ch.isspace() and depth == 0:
+            if current:
+                tokens.append(current)
+            current = ""
+            continue
+        current += ch
+    if quote or depth:
+        raise CommandError(f"cannot parse arguments: unclosed {quote or 'bracket'} in {arg.strip()!r}")
+    return tokens + ([current] if current else [])
+
+
+def _parse(arg: str) -> tuple[list[str], set[str]]:
+    tokens = _split(arg)
+    flags = {t for t in tokens if t.startswith("--")}
+    unknown = flags - _FLAGS
+    if unknown:
+        raise CommandError(f"unknown option {sorted(unknown)[0]} (options: {', '.join(sorted(_FLAGS))})")
+    return [t for t in tokens if not t.startswith("--")], flags
+
+
+def _unquote(token: str) -> str:
+    if len(token) >= 2 and token[0] == token[-1] and token[0] in "'\"":
+        return token[1:-1]
+    return token
+
+
+class StatediffCommands:
+    """Mixin: ``statediff`` (checkpoint diff, snapshots)."""
+
+    @command
+    def do_statediff(self, arg):
+        """statediff MODEL CHECKPOINT | MODEL EXPR2 | snap [NAME] [MODEL] [--exact] | [NAME [NAME2]] [--all]
+        Compare a model with a checkpoint, or the model now with a snapshot taken at an earlier stop.
+
+        statediff MODEL CHECKPOINT    MODEL: an expression (module or state dict). CHECKPOINT: a path to a
+                                      .safetensors file, a sharded folder or its *.index.json, or a
+                                      .bin/.pt/.pth file (weights may be nested under model_state_dict,
+                                      state_dict, model or module). Reports matches, missing, unexpected,
+                                      shape and dtype differences, a prefix that explains them (strip
+                                      `module.`), tied weights. Reads metadata only; a pickle needing
+                                      arbitrary globals is refused unless --unsafe-trusted (runs its code).
+        statediff MODEL EXPR2         the same against a second expression: a module, a state dict, or a
+                                      string holding a path. A second argument that names an existing
+                                      file or folder is a path; otherwise it is evaluated.
+                                      Arguments split at spaces outside brackets and quotes.
+        statediff snap [NAME] [MODEL] fingerprint every parameter, buffer and .grad of MODEL (default: the
+                                      one model among the frame's locals, else `model`) at this stop.
+                                      NAME defaults to stopN. With one argument: a local that is a module
+                                      is MODEL, anything else is NAME. --exact keeps copies on the device
+                                      (refused when memory is short): exact changes instead of estimates.
+        statediff [NAME]              what changed since snapshot NAME (default: the last one) in the same
+                                      model: relative L2 change, unchanged tensors and why (frozen, grad
+                                      None, zero step), tensors that became NaN/Inf, grads.
+        statediff NAME1 NAME2         compare two snapshots.
+        statediff --list | --drop NAME   list snapshots / forget one (frees --exact copies).
+        --all lists every tensor instead of folding modules and layers.
+        """
+        positional, flags = _parse(arg)
+        width, style = self.out_width(), self.out_style()
+        full = "--all" in flags
+        store = snapshots()
+        if "--list" in flags:
+            self.message(render_snapshot_list(list(store.values())))
+            return
+        if "--drop" in flags:
+            if len(positional) != 1 or positional[0] not in store:
+                raise CommandError(f"--drop needs one snapshot name (snapshots: {', '.join(store) or 'none'})")
+            del store[positional[0]]
+            self.message(f"dropped snapshot {positional[0]}")
+            return
+        if positional and positional[0] == "snap":
+            self._statediff_snap(positional[1:], "--exact" in flags)
+            return
+        if "--exact" in flags:
+            raise CommandError("--exact applies to `statediff snap`")
+        if len(positional) <= 1:
+            snap = self._statediff_snapshot(positional[0] if positional else None)
+            model = self._statediff_model_of(snap)
+            try:
+                diff = diff_with_model(snap, model, stop=SESSION.stop)
+            except SnapshotError as exc:
+                raise CommandError(str(exc)) from None
+            self.message(render_snapdiff(diff, width=width, full=full, style=style))
+            return
+        if len(positional) == 2 and positional[0] in store and positional[1] in store:
+            diff = compare_snapshots(store[positional[0]], store[positional[1]])
+            self.message(render_snapdiff(diff, width=width, full=full, style=style))
+            return
+        if len(positional) != 2:
+            raise CommandError("usage: statediff MODEL CHECKPOINT | snap [NAME] [MODEL] | [NAME] (see help statediff)")
+        model = self.eval_in_frame(positional[0])
+        other, label = self._statediff_other(positional[1])
+        try:
+            diff = statediff(model, other, unsafe_trusted="--unsafe-trusted" in flags, model_label=positional[0],
+                             other_label=label)
+        except CheckpointError as exc:
+            raise CommandError(str(exc)) from None
+        self.message(render_statediff(diff, width=width, full=full, style=style))
+
+    # ---- helpers (prefixed: the debugger mixes many command families into one class) ---------------
+    def _statediff_other(self, token: str) -> tuple[Any, str]:
+        text = _unquote(token)
+        path = os.path.expanduser(text)
+        if os.path.exists(path):
+            return path, text
+        try:
+            value = self.eval_in_frame(token)
+        except CommandError as exc:
+            raise CommandError(f"{text}: no such file or folder, and not an expression ({exc})") from None
+        if isinstance(value, (str, os.PathLike)):
+            return os.fspath(value), os.fspath(value)
+        if _is_module(value) or isinstance(value, Mapping):
+            return value, token
+        raise CommandError(f"{token} is a {type(value).__name__}: expected a path, a module or a state dict")
+
+    def _statediff_find_model(self) -> tuple[Any, str]:
+        local = self.frame_locals()
+        found = []
+        for name, value in list(local.items()):
+            if _is_module(value) and all(value is not v for _, v in found):
+                found.append((name, value))
+        inside: set[int] = set()
+        for _, value in found:
+            try:
+                inside.update(id(m) for m in value.modules() if m is not value)
+            except Exception as exc:  # a module whose traversal raises: say so, keep the others
+                raise CommandError(f"cannot walk the modules of a {type(value).__name__}: {exc}") from None
+        tops = [(n, v) for n, v in found if id(v) not in inside]
+        if len(tops) == 1:
+            return tops[0][1], tops[0][0]
+        for name, value in tops:
+            if name == "model":
+                return value, name
+        if not tops:
+            raise CommandError("no module among this frame's locals: statediff snap [NAME] MODEL")
+        names = ", ".join(n for n, _ in tops)
+        raise CommandError(f"several models here ({names}): statediff snap [NAME] MODEL")
+
+    def _statediff_snap(self, args: list[str], exact: bool) -> None:
+        store = snapshots()
+        name = expr = None
+        if len(args) > 2:
+            raise CommandError("usage: statediff snap [NAME] [MODEL] [--exact]")
+        if len(args) == 2:
+            name, expr = args
+        elif len(args) == 1:
+            if _NAME.match(args[0]) and args[0] not in self.frame_locals() and args[0] not in self.frame_globals():
+                name = args[0]
+            else:
+                expr = args[0]
+        if expr is not None:
+            model = self.eval_in_frame(expr)
+            if not _is_module(model):
+                if len(args) == 1 and _NAME.match(args[0]):
+                    name, expr = args[0], None
+                else:
+                    raise CommandError(f"{expr} is a {type(model).__name__}, not a module")
+        if expr is None:
+            model, expr = self._statediff_find_model()
+        if name is None:
+            name = base = f"stop{SESSION.stop}"
+            counter = 2
+            while name in store:
+                name, counter = f"{base}-{counter}", counter + 1
+        if not _NAME.match(name) or name == "snap":
+            raise CommandError(f"bad snapshot name {name!r}: letters, digits, _ and -, not `snap`")
+        try:
+            snap = take_snapshot(model, name=name, exact=exact, stop=SESSION.stop, expr=expr)
+        except SnapshotError as exc:
+            raise CommandError(str(exc)) from None
+        store.pop(name, None)
+        store[name] = snap
+        self.message(render_snapshot(snap))
+
+    def _statediff_snapshot(self, name: str | None) -> Snapshot:
+        store = snapshots()
+        if not store:
+            raise CommandError("no snapshot yet: `statediff snap [NAME] [MODEL]` at an earlier stop")
+        if name is None:
+            return list(store.values())[-1]
+        if name not in store:
+            raise CommandError(
+                f"no snapshot named {name} (snapshots: {', '.join(store)}); "
+                "to compare with a checkpoint: statediff MODEL CHECKPOINT"
+            )
+        return store[name]
+
+    def _statediff_model_of(self, snap: Snapshot) -> Any:
+        model = snap.model()
+        if model is not None:
+            return model
+        if snap.expr:
+            try:
+                model = self.eval_in_frame(snap.expr)
+            except CommandError:
+                model = None
+            if _is_module(model):
+                return model
+        raise CommandError(f"the model of snapshot {snap.name} ({snap.expr}) is gone and not found here")

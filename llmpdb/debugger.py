@@ -1,0 +1,283 @@
+"""The llmpdb debugger: a ``pdb.Pdb`` (pdb++ where available) with model-aware commands.
+
+Usage::
+
+    from llmpdb import Pdb
+    Pdb().set_trace()                 # or llmpdb.set_trace() / breakpoint() with the hook installed
+
+Adds to the base debugger: the command mixins of ``llmpdb.commands``; hyphenated command names
+(``stack-model`` runs ``do_stack_model``) in parsing, ``help`` and completion on every Python version;
+the ``(llmpdb) `` / ``(llmpdb r1) `` prompt; notes printed at each stop; and headless behaviour: when
+standard input is not a terminal and runs out, the stop runs a short tour (``LLMPDB_TOUR``, default
+``shapes``) and the program continues instead of being killed by pdb's quit-on-EOF.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import shutil
+import sys
+
+from .base import BASE_NAME, BasePdb
+from .breakpoints import FastBreakpointsMixin
+from .commands import COMMAND_MIXINS
+from .commands._command import CommandError
+from .render.style import Style, color_enabled
+from .session import SESSION
+from .stop_notes import stop_notes
+
+__all__ = ["Pdb", "rank_suffix"]
+
+_HYPHENATED = re.compile(r"\s*([A-Za-z_]\w*(?:-\w+)+)(?=\s|$)(.*)$", re.S)
+DEFAULT_TOUR = "shapes"
+
+
+def rank_suffix() -> str:
+    """Usage: ``rank_suffix()`` -> ``" r1"`` under a distributed launcher, else ``""``."""
+    rank = os.environ.get("RANK")
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None:
+        try:
+            if dist.is_available() and dist.is_initialized():
+                rank = str(dist.get_rank())
+        except (RuntimeError, ValueError, AttributeError):  # a half-initialised group: the env RANK stands
+            rank = os.environ.get("RANK")
+    return f" r{rank}" if rank not in (None, "") else ""
+
+
+class _LlmpdbCore:
+    """Runtime behaviour shared by every command; mixed in front of the base debugger class."""
+
+    def __init__(self, *args, headless_tour: list[str] | None = None, width: int | None = None,
+                 color: bool | None = None, **kwargs):
+        kwargs.setdefault("nosigint", False)
+        super().__init__(*args, **kwargs)
+        self._tour = headless_tour
+        self._width = width
+        self._color = color
+        self._noted_stop = None
+        self.initial_stop = False  # set by the CLI for the stop on the script's first line
+        config = getattr(self, "config", None)  # pdb++ colours source lines even into a pipe
+        if config is not None and not self.out_style().color:
+            config.highlight = False
+            config.use_pygments = False
+
+    # ---- prompt ---------------------------------------------------------------------------------
+    @property
+    def prompt(self) -> str:
+        return f"(llmpdb{rank_suffix()}) "
+
+    @prompt.setter
+    def prompt(self, value: str) -> None:  # base classes assign their own prompt: keep ours
+        pass
+
+    # ---- context offered to commands --------------------------------------------------------------
+    def current_frame(self):
+        return getattr(self, "curframe", None)
+
+    def frame_locals(self) -> dict:
+        frame = self.current_frame()
+        if frame is None:
+            return {}
+        local_map = getattr(self, "curframe_locals", None)
+        if local_map is None or not hasattr(local_map, "keys"):
+            local_map = frame.f_locals
+        return dict(local_map)
+
+    def frame_globals(self) -> dict:
+        frame = self.current_frame()
+        return frame.f_globals if frame is not None else {}
+
+    def stack_frames(self) -> list:
+        return list(getattr(self, "stack", []) or [])
+
+    def current_index(self) -> int:
+        return getattr(self, "curindex", 0)
+
+    def eval_in_frame(self, expr: str):
+        expr = (expr or "").strip()
+        if not expr:
+            raise CommandError("an expression is required")
+        frame = self.current_frame()
+        if frame is None:
+            raise CommandError("no frame to evaluate in")
+        try:
+            return eval(expr, frame.f_globals, self.frame_locals())
+        except SyntaxError as exc:
+            raise CommandError(f"invalid expression {expr!r}: {exc.msg}") from None
+        except Exception as exc:
+            raise CommandError(f"cannot evaluate {expr!r}: {type(exc).__name__}: {exc}") from None
+
+    def out_width(self) -> int:
+        if self._width:
+            return self._width
+        if os.environ.get("COLUMNS", "").isdigit():
+            return max(40, int(os.environ["COLUMNS"]))
+        return max(40, shutil.get_terminal_size((100, 24)).columns)
+
+    def out_style(self) -> Style:
+        return Style(self._color if self._color is not None else color_enabled(self.stdout))
+
+    # ---- hyphenated command names -----------------------------------------------------------------
+    def _llmpdb_command_name(self, word: str) -> str | None:
+        name = word.replace("-", "_")
+        return name if "-" in word and callable(getattr(self, "do_" + name, None)) else None
+
+    def parseline(self, line):
+        match = _HYPHENATED.match(line)
+        if match:
+            name = self._llmpdb_command_name(match.group(1))
+            if name:
+                return name, match.group(2).strip(), line
+        return super().parseline(line)
+
+    def _llmpdb_names(self) -> list[str]:
+        names = set()
+        for klass in type(self).__mro__:
+            for attr, value in vars(klass).items():
+                if attr.startswith("do_") and getattr(value, "llmpdb_command", None):
+                    names.add(attr[3:].replace("_", "-"))
+        return sorted(names)
+
+    def completenames(self, text, *ignored):
+        base = [n for n in super().completenames(text, *ignored) if "_" not in n or n.replace("_", "-") not in self._llmpdb_names()]
+        return sorted(set(base) | {n for n in self._llmpdb_names() if n.startswith(text)})
+
+    def do_help(self, arg):
+        arg = (arg or "").strip()
+        if not arg:
+            super().do_help(arg)
+            self.message("llmpdb commands (help NAME for usage):")
+            self.message("  " + "  ".join(self._llmpdb_names()))
+            return None
+        name = arg.replace("-", "_")
+        method = getattr(self, "do_" + name, None)
+        if getattr(method, "llmpdb_command", None):
+            self.message(inspect.cleandoc(method.__doc__ or f"{arg}: no help"))
+            return None
+        return super().do_help(arg)
+
+    do_h = do_help
+
+    def get_names(self):
+        """Hide ``do_stack_model``-style names from the base help table; ``help`` lists them hyphenated."""
+        hidden = {"do_" + n.replace("-", "_") for n in self._llmpdb_names() if "-" in n}
+        return [n for n in super().get_names() if n not in hidden]
+
+    def set_trace(self, frame=None, *args, **kwargs):
+        """Stop at the next line of ``frame`` (the caller), not inside whatever Python runs first.
+
+        pdb steps into the first event anywhere, which under torch.compile is dynamo's own machinery.
+        The base ``set_trace`` asks for a step just before installing the trace function; while it runs,
+        ``set_step``/``set_stepinstr`` are redirected to "next line of ``frame``"."""
+        if frame is None:
+            frame = sys._getframe().f_back
+        # This instance is reused across stops: with breakpoints set, its trace function is still active
+        # and would trace (and stop in) its own reset(). Switch it off; the base set_trace installs it again.
+        sys.settrace(None)
+        self._llmpdb_trace_frame = frame
+        try:
+            super().set_trace(frame, *args, **kwargs)
+        finally:
+            self._llmpdb_trace_frame = None
+
+    def set_step(self):
+        frame = getattr(self, "_llmpdb_trace_frame", None)
+        if frame is None:
+            return super().set_step()
+        self._stop_at_next_line_of(frame)
+        return None
+
+    def set_stepinstr(self):  # Python 3.13+: bdb.set_trace asks for an instruction step
+        frame = getattr(self, "_llmpdb_trace_frame", None)
+        if frame is None:
+            return super().set_stepinstr()
+        self._stop_at_next_line_of(frame)
+        return None
+
+    def _stop_at_next_line_of(self, frame) -> None:
+        """``set_next(frame)`` by plain assignments: a trace function may already be active (breakpoints
+        set earlier), and any Python call made here would be traced and stop inside bdb."""
+        self.stopframe = frame
+        self.returnframe = None
+        self.quitting = False
+        self.stoplineno = 0
+        if getattr(self, "trace_opcodes", False):  # 3.13: leave instruction stepping on every frame
+            self._set_trace_opcodes(False)
+
+    # ---- stops --------------------------------------------------------------------------------------
+    def preloop(self):
+        super().preloop()
+        self._keep_hyphens_in_completion()
+        frame = self.current_frame()
+        if frame is None or self._noted_stop == id(frame):
+            return
+        self._noted_stop = id(frame)
+        SESSION.stop += 1
+        if self.initial_stop:
+            return
+        for line in stop_notes(frame, self):
+            self.message(line)
+
+    def interaction(self, *args, **kwargs):
+        try:
+            return super().interaction(*args, **kwargs)
+        finally:
+            self._noted_stop = None
+            self.initial_stop = False
+
+    def _keep_hyphens_in_completion(self) -> None:
+        """pdb drops '-' from GNU readline's word delimiters; pdb++'s pyrepl readline keeps it, which would
+        complete `stack-<TAB>` as the word after the hyphen."""
+        readline = getattr(getattr(getattr(self, "fancycompleter", None), "config", None), "readline", None)
+        getter = getattr(readline, "get_completer_delims", None)
+        if getter is None:
+            return
+        try:
+            delims = getter()
+            if "-" in delims:
+                readline.set_completer_delims(delims.replace("-", ""))
+        except (AttributeError, TypeError, ValueError) as exc:
+            self.message(f"llmpdb: cannot adjust completion for hyphenated commands: {exc}")
+
+    def _stdin_is_terminal(self) -> bool:
+        stream = self.stdin if self.stdin is not None else sys.stdin
+        try:
+            return bool(stream is not None and stream.isatty())
+        except (ValueError, OSError):
+            return False
+
+    def _tour_commands(self) -> list[str]:
+        if self._tour is not None:
+            return list(self._tour)
+        spec = os.environ.get("LLMPDB_TOUR", DEFAULT_TOUR)
+        return [c.strip() for c in spec.split(";") if c.strip()]
+
+    def do_EOF(self, arg):
+        """EOF
+        End of input. On a terminal (Ctrl-D) it quits like pdb. Without a terminal (a batch job, a pipe
+        that ran out) it runs the tour (LLMPDB_TOUR, default "shapes") and continues the program."""
+        if self._stdin_is_terminal():
+            return super().do_EOF(arg)
+        self.message("")
+        if not self.initial_stop:
+            for line in self._tour_commands():
+                self.message(f"(llmpdb tour) {line}")
+                if self.onecmd(line):
+                    return 1
+        self.message("llmpdb: no more input (no terminal); continuing")
+        self.set_continue()
+        return 1
+
+
+def _build_class() -> type:
+    """``LLMPDB_FAST_BREAKPOINTS=0`` leaves out the fast breakpoint engine: pdb's own tracing then runs."""
+    engine = () if os.environ.get("LLMPDB_FAST_BREAKPOINTS", "1") == "0" else (FastBreakpointsMixin,)
+    bases = (*COMMAND_MIXINS, *engine, _LlmpdbCore, BasePdb)
+    return type("Pdb", bases, {"__module__": __name__, "__qualname__": "LlmpdbPdb",
+                               "__doc__": f"llmpdb debugger on the {BASE_NAME} base."})
+
+
+Pdb = _build_class()

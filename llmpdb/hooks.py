@@ -1,0 +1,105 @@
+"""Entry points that open llmpdb: ``set_trace``, ``post_mortem`` and the ``breakpoint()`` hook.
+
+Usage::
+
+    import llmpdb; llmpdb.set_trace()           # stop here
+    PYTHONBREAKPOINT=llmpdb.set_trace python x.py  # every breakpoint() opens llmpdb
+    llmpdb.install()                            # same, from code (``python -m llmpdb`` does this)
+    llmpdb.post_mortem(exc.__traceback__)
+
+``PYTHONBREAKPOINT=0`` or ``LLMPDB_DISABLE=1`` turns every entry point into a no-op. One debugger
+instance is reused per process, so breakpoints set at one stop are still there at the next.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+__all__ = ["set_trace", "post_mortem", "breakpointhook", "install", "uninstall", "disabled",
+           "get_debugger", "set_debugger"]
+
+_DEBUGGER = None
+
+
+def disabled() -> bool:
+    """Usage: ``if disabled(): return``; True under ``LLMPDB_DISABLE=1`` or ``PYTHONBREAKPOINT=0``."""
+    return os.environ.get("LLMPDB_DISABLE", "") not in ("", "0") or os.environ.get("PYTHONBREAKPOINT") == "0"
+
+
+def get_debugger(**kwargs):
+    """Usage: ``get_debugger()``; the process's debugger, created on first use."""
+    global _DEBUGGER
+    if _DEBUGGER is None:
+        from .debugger import Pdb
+
+        _DEBUGGER = Pdb(**kwargs)
+    return _DEBUGGER
+
+
+def set_debugger(debugger) -> None:
+    """Usage: ``set_debugger(pdb)``; make ``debugger`` the one ``breakpoint()`` stops in (the CLI, tests)."""
+    global _DEBUGGER
+    _DEBUGGER = debugger
+
+
+def _dynamo_disable(func):
+    """Keep dynamo from tracing into llmpdb when torch is loaded (only then: llmpdb never imports torch)."""
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is None:
+        return func
+    try:
+        return dynamo.disable(func)
+    except Exception:  # an old or stripped torch: run undecorated, as pdb would
+        return func
+
+
+def set_trace(frame=None, *, header: str | None = None) -> None:
+    """Usage: ``llmpdb.set_trace()``; stop in the caller's frame (or ``frame``)."""
+    if disabled():
+        return
+    if frame is None:
+        frame = sys._getframe().f_back
+    _dynamo_disable(_stop)(frame, header)
+
+
+def _stop(frame, header):
+    debugger = get_debugger()
+    if header is not None:
+        debugger.message(header)
+    debugger.set_trace(frame)
+
+
+def breakpointhook(*args, **kwargs) -> None:
+    """The ``sys.breakpointhook`` llmpdb installs; defers to an explicit other ``PYTHONBREAKPOINT``."""
+    if disabled():
+        return
+    other = os.environ.get("PYTHONBREAKPOINT", "")
+    if other and other not in ("llmpdb.set_trace", "llmpdb.hooks.set_trace", "llmpdb.breakpointhook"):
+        return sys.__breakpointhook__(*args, **kwargs)
+    set_trace(sys._getframe().f_back, header=kwargs.get("header"))
+
+
+def install() -> None:
+    """Usage: ``llmpdb.install()``; make ``breakpoint()`` open llmpdb in this process."""
+    sys.breakpointhook = breakpointhook
+
+
+def uninstall() -> None:
+    """Usage: ``llmpdb.uninstall()``; restore Python's default ``breakpoint()`` behaviour."""
+    if sys.breakpointhook is breakpointhook:
+        sys.breakpointhook = sys.__breakpointhook__
+
+
+def post_mortem(tb=None) -> None:
+    """Usage: ``except Exception: llmpdb.post_mortem()``; debug the frame where the exception was raised."""
+    if disabled():
+        return
+    if tb is None:
+        exc = sys.exc_info()[1]
+        tb = exc.__traceback__ if exc is not None else None
+    if tb is None:
+        raise ValueError("post_mortem() needs a traceback, or must be called while an exception is handled")
+    debugger = get_debugger()
+    debugger.reset()
+    debugger.interaction(None, tb)

@@ -1,0 +1,317 @@
+"""Checkpoint metadata (names, shapes, dtypes) without reading the weights.
+
+Usage::
+
+    info = read_checkpoint("ckpt/")            # a folder, *.index.json, .safetensors, .bin/.pt/.pth
+    info.tensors["model.norm.weight"]          # TensorMeta(shape=(64,), dtype="float32")
+    read_safetensors_header("model.safetensors")
+
+* ``.safetensors``: the header is parsed by hand (little-endian u64 length, then JSON) and checked against
+  the file size; no tensor byte is read.
+* Sharded folders and ``*.index.json``: every shard's header (or pickle) is read; the index's ``weight_map``
+  is cross-checked.
+* ``.bin``/``.pt``/``.pth`` pickles: ``torch.load(weights_only=True, map_location="meta")``, which builds
+  meta tensors and reads no storage bytes (legacy non-zip files too); a zip checkpoint whose tensors cannot be
+  rebuilt on meta falls back to ``mmap=True, map_location="cpu"`` (mapped, never read). Weights nested under
+  ``model_state_dict``/``state_dict``/``model``/``module`` are found. A pickle that needs globals beyond
+  plain tensors is refused with one line that says how to allow a trusted file; nothing in it executes
+  unless ``unsafe_trusted=True``.
+
+Every failure is a ``CheckpointError`` with a one-line message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "CheckpointError",
+    "CheckpointInfo",
+    "TensorMeta",
+    "NESTED_KEYS",
+    "find_state_dict",
+    "read_checkpoint",
+    "read_safetensors_header",
+    "read_pickle_checkpoint",
+]
+
+NESTED_KEYS = ("model_state_dict", "state_dict", "model", "module")
+MAX_HEADER = 100 * 1024 * 1024  # the safetensors library refuses larger headers too
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
+
+_ST_DTYPES = {
+    "BOOL": ("bool", 1), "U8": ("uint8", 1), "I8": ("int8", 1), "U16": ("uint16", 2), "I16": ("int16", 2),
+    "U32": ("uint32", 4), "I32": ("int32", 4), "U64": ("uint64", 8), "I64": ("int64", 8),
+    "F16": ("float16", 2), "BF16": ("bfloat16", 2), "F32": ("float32", 4), "F64": ("float64", 8),
+    "C64": ("complex64", 8), "F8_E4M3": ("float8_e4m3fn", 1), "F8_E4M3FNUZ": ("float8_e4m3fnuz", 1),
+    "F8_E5M2": ("float8_e5m2", 1), "F8_E5M2FNUZ": ("float8_e5m2fnuz", 1), "F8_E8M0": ("float8_e8m0fnu", 1),
+}
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be read safely: the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class TensorMeta:
+    """Shape and dtype of one stored tensor; ``dtype`` is torch's name without ``torch.`` (``"bfloat16"``)."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+
+@dataclass
+class CheckpointInfo:
+    """What a checkpoint holds, metadata only.
+
+    ``kind`` is ``"safetensors"``, ``"pickle"``, ``"module"`` or ``"state dict"``; ``files`` the files read;
+    ``nested_under`` the dict key the weights were found under (``"model_state_dict"``) or None;
+    ``notes`` one-line remarks (ignored non-tensor entries, index inconsistencies).
+    """
+
+    label: str
+    kind: str
+    tensors: dict[str, TensorMeta]
+    files: list[str] = field(default_factory=list)
+    nested_under: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _short(path: str) -> str:
+    return os.path.basename(path.rstrip(os.sep)) or path
+
+
+def read_safetensors_header(path: str) -> tuple[dict[str, TensorMeta], dict[str, Any]]:
+    """Usage: ``tensors, metadata = read_safetensors_header("model.safetensors")``.
+
+    Reads 8 bytes and the JSON header only; validates the header length and every tensor's data offsets
+    against the file size. Raises ``CheckpointError`` on a truncated or malformed file.
+    """
+    name = _short(path)
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+            if len(head) < 8:
+                raise CheckpointError(
+                    f"{name}: truncated safetensors file ({size} bytes; it must start with an 8-byte header length)"
+                )
+            (length,) = struct.unpack("<Q", head)
+            if length > size - 8:
+                raise CheckpointError(
+                    f"{name}: header length {length} bytes is larger than the file ({size} bytes): "
+                    "truncated or not a safetensors file"
+                )
+            if length > MAX_HEADER:
+                raise CheckpointError(f"{name}: header length {length} bytes exceeds the 100 MB safetensors limit")
+            raw = fh.read(length)
+    except OSError as exc:
+        raise CheckpointError(f"{name}: cannot read: {exc.strerror or exc}") from None
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"{name}: safetensors header is not valid JSON ({exc})") from None
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{name}: safetensors header is a JSON {type(header).__name__}, not an object")
+    data_size = size - 8 - length
+    metadata = header.pop("__metadata__", None) or {}
+    tensors: dict[str, TensorMeta] = {}
+    for key, entry in header.items():
+        try:
+            dtype_code, shape, (begin, end) = entry["dtype"], entry["shape"], entry["data_offsets"]
+            shape = tuple(int(d) for d in shape)
+            begin, end = int(begin), int(end)
+        except (KeyError, TypeError, ValueError):
+            raise CheckpointError(f"{name}: malformed header entry for {key!r}: {str(entry)[:80]}") from None
+        dtype, itemsize = _ST_DTYPES.get(dtype_code, (str(dtype_code).lower(), 0))
+        if end > data_size:
+            raise CheckpointError(
+                f"{name}: truncated: {key!r} ends at byte {end} of the data but the file holds {data_size}"
+            )
+        numel = 1
+        for d in shape:
+            numel *= d
+        if begin > end or (itemsize and end - begin != numel * itemsize):
+            raise CheckpointError(
+                f"{name}: {key!r} spans bytes {begin}..{end} but shape {shape} of {dtype} needs {numel * itemsize}"
+            )
+        tensors[key] = TensorMeta(shape, dtype)
+    return tensors, metadata if isinstance(metadata, dict) else {}
+
+
+def _unsupported_global(message: str) -> str | None:
+    match = re.search(r"Unsupported global: GLOBAL ([\w.]+)", message)
+    if match:
+        return match.group(1)
+    match = re.search(r"(?:Unsupported class|global) ([\w.]+)", message)
+    return match.group(1) if match else None
+
+
+def _tensor_count(obj: Any, depth: int = 0) -> int:
+    """Tensors directly in ``obj``, or in its nested weights dict when it has none of its own."""
+    import torch
+
+    if not isinstance(obj, dict) or depth > 4:
+        return 0
+    direct = sum(1 for v in obj.values() if isinstance(v, torch.Tensor))
+    if direct:
+        return direct
+    return max((_tensor_count(obj.get(k), depth + 1) for k in NESTED_KEYS), default=0)
+
+
+def find_state_dict(obj: Any, label: str) -> tuple[dict[str, Any], str | None, list[str]]:
+    """Usage: ``tensors, nested_under, notes = find_state_dict(loaded, "ckpt.pt")``.
+
+    The weights of a loaded checkpoint: its top level, or the dict nested under ``NESTED_KEYS`` that holds
+    more tensors (``{"model_state_dict": ..., "optimizer_state_dict": ..., "step": 3}``).
+    """
+    import torch
+
+    path: list[str] = []
+    for _ in range(4):
+        if not isinstance(obj, dict):
+            break
+        tensors = {k: v for k, v in obj.items() if isinstance(k, str) and isinstance(v, torch.Tensor)}
+        counts = {k: _tensor_count(obj.get(k)) for k in NESTED_KEYS}
+        nested = max((k for k in NESTED_KEYS if counts[k]), key=lambda k: counts[k], default=None)
+        if nested is not None and counts[nested] > len(tensors):
+            path.append(nested)
+            obj = obj[nested]
+            continue
+        if tensors:
+            others = [str(k) for k in obj if k not in tensors]
+            notes = [f"ignored {len(others)} non-tensor entries ({', '.join(others[:4])})"] if others else []
+            return tensors, ".".join(path) or None, notes
+        break
+    if isinstance(obj, dict):
+        keys = ", ".join(str(k) for k in list(obj)[:6])
+        raise CheckpointError(f"{label}: no tensors found (top-level keys: {keys})")
+    raise CheckpointError(f"{label}: holds a {type(obj).__name__}, not a dict of tensors")
+
+
+def read_pickle_checkpoint(path: str, *, unsafe_trusted: bool = False) -> CheckpointInfo:
+    """Usage: ``read_pickle_checkpoint("ckpt.pt")``; meta-device load, refuses arbitrary globals.
+
+    ``unsafe_trusted=True`` loads with ``weights_only=False`` (runs the pickle's code): only for files you trust.
+    """
+    import pickle
+
+    import torch
+
+    name = _short(path)
+
+    def load(**kwargs):
+        return torch.load(path, weights_only=not unsafe_trusted, **kwargs)
+
+    try:
+        try:
+            obj = load(map_location="meta")
+        except (pickle.UnpicklingError, OSError, EOFError):
+            raise
+        except RuntimeError:
+            # tensors that cannot be rebuilt on meta: map the file instead (zip format only), read nothing
+            obj = load(map_location="cpu", mmap=True)
+    except pickle.UnpicklingError as exc:
+        glob = _unsupported_global(str(exc))
+        if glob:
+            raise CheckpointError(
+                f"{name}: refused: unpickling needs the global `{glob}`, which could run code; "
+                f"if you trust this file, pass --unsafe-trusted (statediff(..., unsafe_trusted=True)) "
+                f"or call torch.serialization.add_safe_globals([{glob.rsplit('.', 1)[-1]}])"
+            ) from None
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CheckpointError(f"{name}: not a readable torch checkpoint ({first[:120]})") from None
+    except Exception as exc:  # a corrupt file makes the unpickler fail in many ways: one line for each
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise CheckpointError(
+            f"{name}: cannot read checkpoint (not a torch.save file?): {type(exc).__name__}: {first[:120]}"
+        ) from None
+    if isinstance(obj, torch.nn.Module):
+        obj = {k: v for k, v in obj.state_dict().items()}
+    tensors, nested, notes = find_state_dict(obj, name)
+    meta = {k: TensorMeta(tuple(v.shape), str(v.dtype).removeprefix("torch.")) for k, v in tensors.items()}
+    return CheckpointInfo(path, "pickle", meta, [path], nested, notes)
+
+
+def _read_one(path: str, unsafe_trusted: bool) -> CheckpointInfo:
+    if path.endswith(".safetensors"):
+        tensors, _ = read_safetensors_header(path)
+        return CheckpointInfo(path, "safetensors", tensors, [path])
+    return read_pickle_checkpoint(path, unsafe_trusted=unsafe_trusted)
+
+
+def _read_index(index_path: str, unsafe_trusted: bool) -> CheckpointInfo:
+    name = _short(index_path)
+    try:
+        with open(index_path, encoding="utf-8") as fh:
+            index = json.load(fh)
+        weight_map = index["weight_map"]
+        if not isinstance(weight_map, dict):
+            raise TypeError("weight_map is not an object")
+    except OSError as exc:
+        raise CheckpointError(f"{name}: cannot read: {exc.strerror or exc}") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CheckpointError(f"{name}: not a valid index ({type(exc).__name__}: {exc})") from None
+    folder = os.path.dirname(index_path)
+    shards = list(dict.fromkeys(str(v) for v in weight_map.values()))
+    absent = [s for s in shards if not os.path.isfile(os.path.join(folder, s))]
+    if absent:
+        raise CheckpointError(f"{name}: {len(absent)} shard(s) listed but absent: {', '.join(absent[:3])}")
+    info = _merge([_read_one(os.path.join(folder, s), unsafe_trusted) for s in shards], index_path)
+    misplaced = [k for k, s in weight_map.items() if k not in info.tensors]
+    if misplaced:
+        info.notes.append(f"index lists {len(misplaced)} key(s) no shard holds (e.g. {misplaced[0]})")
+    unlisted = [k for k in info.tensors if k not in weight_map]
+    if unlisted:
+        info.notes.append(f"shards hold {len(unlisted)} key(s) the index does not list (e.g. {unlisted[0]})")
+    return info
+
+
+def _merge(parts: list[CheckpointInfo], label: str) -> CheckpointInfo:
+    tensors: dict[str, TensorMeta] = {}
+    notes: list[str] = []
+    for part in parts:
+        for key, meta in part.tensors.items():
+            if key in tensors:
+                notes.append(f"{key} appears in more than one file; the last one counts")
+            tensors[key] = meta
+        notes.extend(part.notes)
+    kinds = {p.kind for p in parts}
+    nested = next((p.nested_under for p in parts if p.nested_under), None)
+    return CheckpointInfo(label, "/".join(sorted(kinds)), tensors, [f for p in parts for f in p.files], nested, notes)
+
+
+def _read_folder(folder: str, unsafe_trusted: bool) -> CheckpointInfo:
+    entries = sorted(os.listdir(folder))
+    for suffix in (".safetensors.index.json", ".index.json"):
+        indexes = [e for e in entries if e.endswith(suffix)]
+        if indexes:
+            info = _read_index(os.path.join(folder, indexes[0]), unsafe_trusted)
+            if len(indexes) > 1:
+                info.notes.append(f"{len(indexes)} index files; read {indexes[0]}")
+            info.label = folder
+            return info
+    for suffixes in ((".safetensors",), PICKLE_SUFFIXES):
+        files = [e for e in entries if e.endswith(suffixes) and os.path.isfile(os.path.join(folder, e))]
+        if files:
+            return _merge([_read_one(os.path.join(folder, f), unsafe_trusted) for f in files], folder)
+    raise CheckpointError(f"{_short(folder)}: no *.safetensors, *.bin, *.pt or *.index.json in this folder")
+
+
+def read_checkpoint(path: str | os.PathLike, *, unsafe_trusted: bool = False) -> CheckpointInfo:
+    """Usage: ``read_checkpoint("out/checkpoint-500")``; dispatch on folder, index, safetensors, pickle."""
+    path = os.path.expanduser(os.fspath(path))
+    if os.path.isdir(path):
+        return _read_folder(path, unsafe_trusted)
+    if not os.path.exists(path):
+        raise CheckpointError(f"{path}: no such file or folder")
+    if path.endswith(".json"):
+        info = _read_index(path, unsafe_trusted)
+        info.label = path
+        return info
+    return _read_one(path, unsafe_trusted)

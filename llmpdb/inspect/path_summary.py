@@ -1,0 +1,187 @@
+"""Which path the code took: train or eval, grad mode, autocast, labels, KV cache, attention kernel, compile.
+
+Usage::
+
+    summary = path_summary(stack, index, root=None)   # pdb's stack and current index
+    summary.training, summary.grad, summary.cache_length, summary.attn_implementation
+
+Looks at the module frames of the stack (``llmpdb.inspect.modules``): the innermost one at or above
+``index`` is "the module you are in". ``labels`` and the cache come from the locals of the module frames,
+innermost first (a cache is a local named ``cache``, ``past_key_values``, ``past_key_value``,
+``layer_past``, ``past`` or ``kv_cache``). Grad and autocast state are the thread's current state, read
+through ``torch`` only when the program imported it. Nothing here reads tensor data: a cache length comes
+from ``get_seq_length()`` when it returns a plain int, else from a key tensor's shape.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+from .compiled import compiled_context
+from .modules import ModuleFrame, is_module, model_stack, unwrap_model
+
+__all__ = ["PathSummary", "path_summary", "CACHE_NAMES", "cache_length"]
+
+CACHE_NAMES = ("cache", "past_key_values", "past_key_value", "layer_past", "past", "kv_cache")
+_AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps", "hpu")
+_GENERATION_DIR = os.sep + os.path.join("transformers", "generation") + os.sep
+
+
+@dataclass(frozen=True)
+class PathSummary:
+    """What the header line says; a field is None when it cannot be told at this stop."""
+
+    module: ModuleFrame | None = None     # the innermost module frame at or above the current frame
+    model_class: str | None = None        # the root's class when no module frame is on the stack
+    training: bool | None = None
+    grad: bool | None = None
+    inference_mode: bool = False
+    autocast: tuple[tuple[str, str], ...] = ()   # (device type, dtype)
+    labels: bool | None = None            # None: no frame takes labels
+    cache: str | None = None              # class name of the cache; "" when a cache argument is None
+    cache_length: int | None = None
+    attn_implementation: str | None = None
+    compiled: str | None = None           # why the frame looks compiled, or None
+    generating: bool = False              # generate() is on the stack
+
+
+def _is_tensor(value) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def _first_key_tensor(value, depth: int = 0):
+    if _is_tensor(value):
+        return value if value.dim() >= 3 else None
+    if depth < 3 and isinstance(value, (tuple, list)) and value:
+        return _first_key_tensor(value[0], depth + 1)
+    return None
+
+
+def cache_length(cache) -> int | None:
+    """Usage: ``cache_length(past_key_values)``; tokens held, or None when it cannot be told without data.
+
+    A transformers ``Cache`` answers through ``get_seq_length()`` (kept only when it is a plain int: a
+    tensor would need a read); a tuple cache through its first key's ``shape[-2]`` (batch, heads, seq, dim).
+    """
+    get_len = None
+    if not isinstance(cache, (tuple, list)):
+        try:
+            get_len = getattr(cache, "get_seq_length", None)
+        except Exception:  # a cache object whose __getattr__ raises: no length
+            return None
+    if callable(get_len):
+        try:
+            value = get_len()
+        except Exception:  # an empty or exotic cache that refuses: say nothing rather than guess
+            return None
+        return value if type(value) is int else None
+    key = _first_key_tensor(cache)
+    if key is not None:
+        return int(key.shape[-2])
+    return None
+
+
+def _locals(frame) -> dict:
+    try:
+        return frame.f_locals
+    except Exception:  # an odd frame object
+        return {}
+
+
+def _grad_state() -> tuple[bool | None, bool]:
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None, False
+    try:
+        return bool(torch.is_grad_enabled()), bool(torch.is_inference_mode_enabled())
+    except Exception:  # a stripped torch build
+        return None, False
+
+
+def _autocast_state() -> tuple[tuple[str, str], ...]:
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return ()
+    found = []
+    for device in _AUTOCAST_DEVICES:
+        try:
+            if torch.is_autocast_enabled(device):
+                dtype = str(torch.get_autocast_dtype(device)).replace("torch.", "")
+                found.append((device, dtype))
+        except Exception:  # an older torch (no device argument) or a device type it does not know
+            continue
+    return tuple(found)
+
+
+def _attn_implementation(*modules) -> str | None:
+    for module in modules:
+        if module is None:
+            continue
+        try:
+            config = getattr(module, "config", None)
+            value = getattr(config, "_attn_implementation", None) if config is not None else None
+        except Exception:  # a config property that raises
+            value = None
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _training(module) -> bool | None:
+    try:
+        value = getattr(module, "training", None)
+    except Exception:  # a module whose attribute access raises
+        return None
+    return value if isinstance(value, bool) else None
+
+
+def _labels_and_cache(stack, modules) -> tuple[bool | None, str | None, int | None]:
+    labels = cache = None
+    length = None
+    cache_seen = False
+    for record in reversed(modules):
+        local_map = _locals(stack[record.index][0])
+        if "labels" in local_map and not labels:
+            labels = local_map["labels"] is not None
+        if cache_seen:
+            continue
+        for name in CACHE_NAMES:
+            if name in local_map:
+                cache_seen = True
+                value = local_map[name]
+                cache = "" if value is None else type(value).__name__
+                length = None if value is None else cache_length(value)
+                break
+    return labels, cache, length
+
+
+def path_summary(stack, index: int | None = None, root=None) -> PathSummary:
+    """Usage: ``path_summary(pdb.stack, pdb.curindex)``; a ``PathSummary`` for the frame at ``index``."""
+    if not stack:
+        return PathSummary()
+    index = len(stack) - 1 if index is None else max(0, min(index, len(stack) - 1))
+    user_root = root if is_module(root) else None
+    entries = model_stack(stack[: index + 1], user_root)
+    modules = [e.module for e in entries if e.module is not None]
+    inner = next((m for m in reversed(modules) if not m.wrapper), modules[-1] if modules else None)
+    labels, cache, length = _labels_and_cache(stack, modules)
+    grad, inference = _grad_state()
+    target = inner.module if inner is not None else user_root
+    outer = modules[0].module if modules else None
+    model_class = type(unwrap_model(target)[0]).__name__ if inner is None and target is not None else None
+    generating = any(_GENERATION_DIR in frame.f_code.co_filename and frame.f_code.co_name == "generate"
+                     for frame, _ in stack[: index + 1])
+    compiled = compiled_context(stack[index][0])
+    wrapped = [m.wrapper for m in modules if m.wrapper]
+    if user_root is not None:
+        wrapped += [kind for _, kind, _ in unwrap_model(user_root)[1]]
+    if compiled is None and "torch.compile" in wrapped:
+        compiled = "a torch.compile'd model (OptimizedModule)"
+    return PathSummary(
+        module=inner, model_class=model_class, training=_training(target), grad=grad,
+        inference_mode=inference, autocast=_autocast_state(), labels=labels, cache=cache,
+        cache_length=length, attn_implementation=_attn_implementation(target, outer, user_root),
+        compiled=compiled, generating=generating)

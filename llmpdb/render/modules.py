@@ -1,0 +1,193 @@
+"""Text for model-aware navigation: the model stack, the path header, module breakpoints, where-forward.
+
+Usage::
+
+    render_model_stack(model_stack(stack), current=curindex, show_all=False, width=100)
+    render_path_summary(path_summary(stack, curindex))      # "path: eval, no_grad, ... | model.layers.1..."
+    render_module_breakpoints(engine.breakpoints())
+    render_forward_location(forward_location(model))
+
+Everything returns strings (no trailing newline) and never prints.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Sequence
+
+from ..inspect.forward_location import ForwardLocation
+from ..inspect.modules import ROOT_LABEL, ModuleFrame, StackEntry
+from ..inspect.path_summary import PathSummary
+from .style import Style, visible_len
+from .table import render_table
+
+__all__ = ["module_label", "render_model_stack", "render_path_summary", "render_module_breakpoints",
+           "render_forward_location"]
+
+
+def module_label(frame: ModuleFrame, *, others: bool = True) -> str:
+    """Usage: ``module_label(mf)`` -> ``"model.layers.1.self_attn"``, ``"(root)"``, ``"[2] encoder"``...
+
+    A wrapper's frame reads ``(torch.compile wrapper)``; a second model on the stack gets a ``[2] `` prefix;
+    a shared module lists its other names: ``encoder.embed_tokens (also shared, decoder.embed_tokens)``.
+    """
+    if frame.wrapper:
+        text = f"({frame.wrapper} wrapper)"
+    else:
+        text = frame.qualname or ROOT_LABEL
+    if frame.tree:
+        text = f"[{frame.tree + 1}] {text}"
+    extra = [n or ROOT_LABEL for n in frame.other_names] if others and not frame.wrapper else []
+    if extra:
+        text += f" (also {', '.join(extra)})"
+    return text
+
+
+def _short_func(entry: StackEntry) -> str:
+    if entry.hidden:
+        return entry.func.rsplit(".", 1)[-1]
+    return entry.func.replace("<locals>.", "")
+
+
+def _stack_rows(entries, current, show_all, style, tensor_names: bool):
+    rows = []
+    hidden = 0
+    for entry in entries:
+        if entry.hidden and not show_all and entry.index != current:
+            hidden += 1
+            continue
+        number = f"{'>' if entry.index == current else ''}#{entry.index}"
+        record = entry.module
+        if record is not None:
+            tensor = ""
+            if record.first_tensor is not None:
+                tensor = record.first_tensor.summary()
+                if not tensor_names:
+                    tensor = tensor.split(" ", 1)[1]
+            cls = record.class_name if record.func == "forward" else f"{record.class_name} ({record.func})"
+            rows.append([number, module_label(record), cls, record.location, tensor])
+        elif entry.hidden:
+            rows.append([style.dim(number), style.dim(_short_func(entry) + "()"), "", style.dim(entry.location), ""])
+        else:
+            rows.append([number, _short_func(entry) + "()", "", entry.location, ""])
+    return rows, hidden
+
+
+def render_model_stack(entries: Sequence[StackEntry], *, current: int | None = None, show_all: bool = False,
+                       width: int = 100, style: Style | None = None) -> str:
+    """Rows: module frames (qualified name, class, file:line, first tensor argument), your own code as
+    ``function()``, and the plumbing only with ``show_all``; ``>#N`` marks the ``current`` frame.
+
+    When the table is wider than ``width`` it gives up, in turn: the tensor argument's name, the tensor
+    column, the class column; then the module column is cut in the middle."""
+    style = style or Style()
+    headers = ["#", "module / code", "class", "at", "first tensor"]
+    rows, hidden = _stack_rows(entries, current, show_all, style, tensor_names=True)
+    if not rows:
+        return "stack-model: no frames"
+
+    def too_wide(table_rows, columns) -> bool:
+        widths = [max([len(headers[i])] + [visible_len(r[i]) for r in table_rows]) for i in columns]
+        return sum(widths) + 2 * (len(columns) - 1) > width
+
+    columns = [0, 1, 2, 3, 4]
+    if too_wide(rows, columns):
+        rows, hidden = _stack_rows(entries, current, show_all, style, tensor_names=False)
+    for drop in (4, 2):
+        if too_wide(rows, columns):
+            columns.remove(drop)
+    table = [[row[i] for i in columns] for row in rows]
+    text = render_table([headers[i] for i in columns], table, width=width, shrink=(1,), right=(0,),
+                        min_width=12, style=style)
+    if not any(e.module is not None for e in entries):
+        text += "\n" + style.dim("(no module forward on the stack: set the model with `model EXPR`)")
+    if hidden:
+        text += "\n" + style.dim(f"({hidden} plumbing frames hidden: stack-model --all shows them)")
+    return text
+
+
+def render_path_summary(summary: PathSummary, style: Style | None = None) -> str | None:
+    """Usage: ``render_path_summary(s)`` -> ``"path: eval, no_grad, generate(), cache DynamicCache len 7,
+    attn sdpa | model.layers.1.self_attn (LlamaAttention)"``; None when no model is in sight."""
+    style = style or Style()
+    if summary.module is None and summary.model_class is None:
+        return None
+    parts = []
+    if summary.training is not None:
+        parts.append("train" if summary.training else "eval")
+    if summary.inference_mode:
+        parts.append("inference_mode")
+    elif summary.grad is not None:
+        parts.append("grad" if summary.grad else "no_grad")
+    for device, dtype in summary.autocast:
+        parts.append(f"autocast {device} {dtype}")
+    if summary.generating:
+        parts.append("generate()")
+    if summary.labels is not None:
+        parts.append("labels" if summary.labels else "no labels")
+    if summary.cache is not None:
+        if not summary.cache:
+            parts.append("no cache")
+        else:
+            length = f" len {summary.cache_length}" if summary.cache_length is not None else ""
+            parts.append(f"cache {summary.cache}{length}")
+    if summary.attn_implementation:
+        parts.append(f"attn {summary.attn_implementation}")
+    if summary.compiled:
+        parts.append(style.warn("torch.compile"))
+    if summary.module is not None:
+        where = f"{module_label(summary.module, others=False)} ({summary.module.class_name})"
+    else:
+        where = f"model {summary.model_class} (not in a forward)"
+    return f"{style.header('path:')} {', '.join(parts)} | {where}"
+
+
+def render_module_breakpoints(breakpoints: Sequence, *, width: int = 100, style: Style | None = None) -> str:
+    """Usage: ``render_module_breakpoints(engine.breakpoints())``; a table, or a line saying there are none."""
+    if not breakpoints:
+        return "no module breakpoints (break-module PATTERN sets one)"
+    rows = []
+    for bp in breakpoints:
+        modules = sorted(bp.labels.values())
+        if len(modules) == 1 and modules[0] != bp.pattern:
+            where = modules[0]
+        else:
+            where = f"{len(modules)} module{'s' if len(modules) != 1 else ''}"
+        rows.append([str(bp.number), bp.pattern, bp.condition or "", str(bp.after) if bp.after else "",
+                     "yes" if bp.once else "", where, str(bp.calls), str(bp.hits), str(bp.stops)])
+    return render_table(["num", "pattern", "condition", "after", "once", "armed on", "calls", "hits", "stops"],
+                        rows, width=width, shrink=(5, 2, 1), right=(0, 3, 6, 7, 8), min_width=10, style=style)
+
+
+def render_forward_location(location: ForwardLocation, *, edit: bool = False, editor: str | None = None,
+                            style: Style | None = None) -> str:
+    """Usage: ``render_forward_location(forward_location(model))``; one line per module on the way in,
+    the last one being the forward that does the work, as ``function  path:line``.
+
+    With ``edit`` a last line is added: a shell command that opens the file at the line (``$EDITOR +LINE PATH``).
+    """
+    style = style or Style()
+    lines = []
+    for depth, step in enumerate(location.steps):
+        arrow = "  " * depth + ("-> " if depth else "")
+        via = f"{step.via}: " if step.via else ""
+        if step.filename is None:
+            what = f"{step.class_name} (forward has no Python source: {step.function or 'a compiled wrapper'})"
+            lines.append(f"{arrow}{via}{what}")
+            continue
+        where = style.path(f"{step.filename}:{step.lineno}")
+        text = f"{arrow}{via}{step.function}  {where}"
+        notes = []
+        if step.instance_forward:
+            notes.append("forward set on the instance")
+        if step.decorators:
+            notes.append("through " + ", ".join(step.decorators))
+        if notes:
+            text += f"  ({'; '.join(notes)})"
+        lines.append(text)
+    final = location.final
+    if edit and final.filename is not None:
+        command = editor or os.environ.get("EDITOR") or "vi"
+        lines.append(f"{command} +{final.lineno} {shlex.quote(final.filename)}")
+    return "\n".join(lines)

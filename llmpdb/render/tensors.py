@@ -1,0 +1,268 @@
+"""Tensor records to a table.
+
+Usage::
+
+    print(render_tensors(frame_tensors(locals), width=100, namer=DimNamer.from_frame(locals)))
+
+Columns: ``path shape dtype [device] size [grad] [flags] [dims]``, or with ``stats=True``
+``path shape dtype [device] size [flags] min max mean std [nan] [inf]`` (``-`` where a tensor has no
+statistic; ``nan``/``inf`` only when some count is not zero). ``device`` is shown only when some tensor is
+not on the CPU; ``grad``/``flags``/``dims`` only when some row has content. ``grad`` holds the ``grad_fn``
+class, or ``leaf`` for a tensor that requires grad without one. Sizes are binary (``448 B``,
+``18.0 KiB``); numbers keep three significant digits.
+
+Fitting ``width``, in order and only while too wide: ``grad`` drops its ``Backward0`` suffix, ``dims``
+its spaces, ``flags`` abbreviates; ``flags`` is cut; the ``grad`` column is hidden (said below the table);
+paths are cut keeping their tail (``outputs…layers[0].values``); ``dims`` are cut. Below the table: the
+tensor count and total size (each tensor counted once, aliases named), what the walk left out, where
+dimension names came from, then the modules and optimizers that were summarized rather than listed.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Callable, Sequence
+
+from ..inspect.dims import DimNamer
+from ..inspect.tensors import ObjectSummary, TensorInfo
+from .style import Style
+from .table import ellipsize, render_table
+
+__all__ = ["render_tensors", "render_objects", "human_bytes", "human_count", "format_number", "format_shape",
+           "cut_path"]
+
+
+def human_bytes(n: int) -> str:
+    """Usage: ``human_bytes(18432)`` -> ``"18.0 KiB"``; ``human_bytes(448)`` -> ``"448 B"``."""
+    if n < 1024:
+        return f"{n} B"
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if value < 1024 or unit == "TiB":
+            return f"{value:.1f} {unit}"
+    return f"{n} B"
+
+
+def human_count(n: int) -> str:
+    """Usage: ``human_count(106816)`` -> ``"106.8K"``; ``human_count(7_000_000_000)`` -> ``"7.0B"``."""
+    for scale, unit in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if n >= scale:
+            return f"{n / scale:.1f}{unit}"
+    return str(n)
+
+
+def format_number(value: float | int | None) -> str:
+    """Usage: ``format_number(0.0123456)`` -> ``"0.0123"``; integers stay exact below 1e6; None -> ``-``."""
+    if value is None:
+        return "-"
+    if float(value).is_integer() and abs(value) < 1e6:
+        return str(int(value))
+    return f"{value:.3g}"
+
+
+def format_shape(shape: Sequence[int | str]) -> str:
+    """Usage: ``format_shape((7,))`` -> ``"(7,)"``; ``format_shape((1, 7))`` -> ``"(1, 7)"``."""
+    inner = ", ".join(str(s) for s in shape)
+    return f"({inner},)" if len(shape) == 1 else f"({inner})"
+
+
+def _grad(info: TensorInfo) -> str:
+    if info.grad_fn:
+        return info.grad_fn
+    return "leaf" if info.requires_grad else ""
+
+
+def _shown_flag(flag: str, info: TensorInfo) -> bool:
+    """Aliases go to the footer; ``meta`` is not repeated when the device column already says it."""
+    return not flag.startswith("same as ") and not (flag == "meta" and info.device == "meta")
+
+
+def _dims(namer: DimNamer | None, info: TensorInfo) -> str:
+    """Parameters never have a batch dimension; everything else is read batch-first."""
+    return namer.describe(info.shape, batched="Parameter" not in info.flags) if namer is not None else ""
+
+
+def _wrap(line: str, width: int) -> list[str]:
+    return textwrap.wrap(line, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False) or [""]
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _unsearched(infos: Sequence[TensorInfo]) -> str:
+    unsearched = getattr(infos, "unsearched", 0)
+    if not unsearched:
+        return ""
+    limits = getattr(infos, "limits", {})
+    return (f"; {unsearched} containers/entries not searched (limits: depth {limits.get('max_depth', '?')}, "
+            f"{limits.get('max_entries', '?')} entries per container)")
+
+
+def _footer(infos: Sequence[TensorInfo], stats: bool, namer: DimNamer | None, named: bool) -> list[str]:
+    unique = [i for i in infos if not any(f.startswith("same as ") for f in i.flags)]
+    line = f"{_plural(len(infos), 'tensor')}, {human_bytes(sum(i.nbytes for i in unique))} total"
+    aliases = [f"{i.path} = {f[8:]}" for i in infos for f in i.flags if f.startswith("same as ")]
+    left_out = getattr(infos, "left_out", 0)
+    limits = getattr(infos, "limits", {})
+    if left_out:
+        line += f"; {left_out} more not listed (limit {limits.get('max_items', '?')})"
+    lines = [line + _unsearched(infos)]
+    if aliases:
+        lines.append("same tensor, counted once: " + ", ".join(aliases))
+    if named and namer is not None:
+        dims = [_dims(namer, i) for i in infos]
+        legend = (["a|b = same size"] if any("|" in d for d in dims) else []) + (
+            ["? = unknown size"] if any("?" in d for d in dims) else [])
+        source = namer.source or ""
+        if source:  # "from self.config (LlamaConfig), batch/seq from x", or with no config "; seq from x"
+            source = f"; {source}" if source.startswith(("batch/seq ", "seq ")) else f" from {source}"
+        lines.append(f"dims by size{source}" + (f"; {', '.join(legend)}" if legend else ""))
+    if stats:
+        counted = [i for i in infos if i.stats is not None]
+        clean = not any(i.stats.nan or i.stats.inf for i in counted)
+        if counted:
+            legend = "; no NaN or Inf in any tensor" if clean else " (counted in nan/inf)"
+            lines.append(f"min/max/mean/std ignore NaN and Inf{legend}; std is unbiased")
+        skipped = [i for i in infos if i.stats is None]
+        if skipped:
+            why = sorted({f for i in skipped for f in i.flags if f in ("meta", "fake", "sparse", "nested", "DTensor")})
+            lines.append(f"no statistics for {_plural(len(skipped), 'tensor')}"
+                         + (f" ({', '.join(why)}: no readable data, nothing computed)" if why else ""))
+        magnitudes = [i.path for i in infos if i.stats is not None and i.stats.of != "value"]
+        if magnitudes:
+            lines.append(f"complex tensors ({', '.join(magnitudes)}): statistics of |z|")
+    return lines
+
+
+def cut_path(path: str, limit: int) -> str:
+    """Usage: ``cut_path("outputs.cache.layers[0].values", 24)`` -> ``"outputs…layers[0].values"``.
+
+    Keeps a third of the room for the head (the local's name) and the rest for the tail, which tells rows
+    apart (``layers[3].keys``)."""
+    if len(path) <= limit:
+        return path
+    if limit <= 1:
+        return "…"[:limit]
+    head = (limit - 1) // 3
+    return path[:head] + "…" + path[len(path) - (limit - 1 - head):]
+
+
+def _fit(headers: list[str], rows: list[list[str]], width: int, cuts: Sequence[tuple[int, int]],
+         compact: Sequence[tuple[int, Callable[[str], str]]] = ()) -> None:
+    """Shorten cells in place so the table fits ``width``: first the ``compact`` rewrites (column, function),
+    then middle-ellipsis ``cuts`` (column, floor), each in order and only while the table is too wide."""
+
+    for col, rewrite in compact:
+        if _table_width(headers, rows) > width:
+            for row in rows:
+                row[col] = rewrite(row[col])
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    excess = sum(widths) + 2 * (len(headers) - 1) - width
+    for col, floor in cuts:
+        if excess <= 0:
+            break
+        new = max(floor, len(headers[col]), widths[col] - excess)
+        if new >= widths[col]:
+            continue
+        excess -= widths[col] - new
+        for row in rows:
+            row[col] = cut_path(row[col], new) if headers[col] == "path" else ellipsize(row[col], new)
+
+
+_FLOORS = {"flags": 12, "path": 24, "grad": 8, "dims": 20}
+_COMPACT: dict[str, Callable[[str], str]] = {
+    "grad": lambda text: re.sub(r"Backward\d*$", "", text) or text,
+    "dims": lambda text: text.replace(" · ", "·"),
+    "flags": lambda text: text.replace("non-contiguous", "non-contig"),
+}
+
+
+def _table_width(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> int:
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    return sum(widths) + 2 * (len(headers) - 1)
+
+
+def _fitted_rows(columns: dict[str, list[str]], keep: list[str], n: int, width: int,
+                 cut: bool) -> list[list[str]]:
+    rows = [[columns[c][r] for c in keep] for r in range(n)]
+    floors = {c: f for c, f in _FLOORS.items() if c in keep and (cut or c == "flags")}
+    _fit(keep, rows, width, [(keep.index(c), f) for c, f in floors.items()],
+         [(keep.index(c), f) for c, f in _COMPACT.items() if c in keep])
+    return rows
+
+
+def render_objects(objects: Sequence[ObjectSummary], *, width: int = 100, style: Style = Style()) -> str:
+    """Usage: ``render_objects(walk.objects)``; one row per module/optimizer summarized by the walk."""
+    headers = ["object", "class", "params", "dtype", "device", "size", "detail"]
+    rows = [[o.path, o.type_name, human_count(o.params) if o.kind == "module" else "",
+             "+".join(o.dtypes) or "-", "+".join(o.devices) or "-", human_bytes(o.nbytes), o.detail]
+            for o in objects]
+    _fit(headers, rows, width, [(6, 16), (1, 16), (0, 16)])
+    for row in rows:
+        row[0] = style.path(row[0])
+    return render_table(headers, rows, width=width, shrink=(), right=(2, 5), style=style)
+
+
+def render_tensors(
+    infos: Sequence[TensorInfo],
+    *,
+    width: int = 100,
+    style: Style = Style(),
+    namer: DimNamer | None = None,
+    stats: bool = False,
+    empty: str = "no tensors found",
+) -> str:
+    """Usage: ``render_tensors(walk, width=100, namer=namer, stats=True)``; the table plus footer lines.
+
+    ``infos`` may be a plain list or a ``TensorWalk`` (whose ``objects``, ``notes``, ``left_out`` and
+    ``unsearched`` are rendered too). ``grad``/``flags``/``dims`` columns appear only when some row has
+    content for them; with ``stats`` the ``grad`` and ``dims`` columns give way to the statistics.
+    ``empty`` is the line printed when there is no tensor at all.
+    """
+    objects = getattr(infos, "objects", [])
+    notes = getattr(infos, "notes", [])
+    out: list[str] = []
+    hidden: list[str] = []
+    if infos:
+        columns: dict[str, list[str]] = {
+            "path": [i.path for i in infos],
+            "shape": [format_shape(i.shape) for i in infos],
+            "dtype": [i.dtype for i in infos],
+            "device": [i.device for i in infos],
+            "size": [human_bytes(i.nbytes) for i in infos],
+            "grad": [_grad(i) for i in infos],
+            "flags": [", ".join(f for f in i.flags if _shown_flag(f, i)) for i in infos],
+            "dims": [_dims(namer, i) for i in infos],
+        }
+        named = any(columns["dims"]) and not stats
+        keep = ["path", "shape", "dtype"] + (["device"] if any(d != "cpu" for d in columns["device"]) else [])
+        keep += ["size"] + [c for c in ("grad", "flags") if any(columns[c]) and not (stats and c == "grad")]
+        keep += ["dims"] if named else []
+        if stats:
+            values = [[format_number(v) for v in (s.min, s.max, s.mean, s.std, s.nan, s.inf)]
+                      if (s := i.stats) is not None else ["-"] * 6 for i in infos]
+            for k, name in enumerate(("min", "max", "mean", "std", "nan", "inf")):
+                columns[name] = [v[k] for v in values]
+                if k < 4 or any(v not in ("0", "-") for v in columns[name]):
+                    keep.append(name)
+        rows = _fitted_rows(columns, keep, len(infos), width, cut=False)
+        if _table_width(keep, rows) > width and "grad" in keep:
+            keep.remove("grad")  # grad_fn names matter least: drop them before cutting paths or dims
+            hidden.append(f"grad column hidden to fit {width} columns")
+        rows = _fitted_rows(columns, keep, len(infos), width, cut=True)
+        for row in rows:
+            row[0] = style.path(row[0])
+        right = [i for i, c in enumerate(keep) if c in ("size", "min", "max", "mean", "std", "nan", "inf")]
+        out.append(render_table(keep, rows, width=width, shrink=(), right=right, style=style))
+        for line in _footer(infos, stats, namer, named) + hidden:
+            out.extend(style.dim(part) for part in _wrap(line, width))
+    else:
+        out.append(empty + _unsearched(infos))
+    if objects:
+        out.append("modules and optimizers (summarized, not expanded; `shapes NAME` lists a module's tensors):")
+        out.append(render_objects(objects, width=width, style=style))
+    out.extend(style.warn(note) for note in notes)
+    return "\n".join(out)

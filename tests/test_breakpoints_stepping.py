@@ -1,0 +1,169 @@
+"""Stepping keeps pdb's meaning around fast breakpoints: next/until/return/jump/step, exceptions,
+generators, quit, ``debug`` and the pdb++ base; each session runs under pdb and under the mixin."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import pytest
+
+from breakpoint_sessions import both, run_session, stops
+from breakpoint_sessions import fresh_breakpoints, mods  # noqa: F401  (fixtures)
+from llmpdb.breakpoints import CONTINUE, WATCH, FastBreakpointsMixin
+
+def test_disable_then_enable_while_helper_runs(mods):
+    target, _ = mods
+    loop = target.LINES["loop"]
+    commands = [f"b {target.__file__}:{loop}", "c", "disable 1", "c"]
+    _, text = both(target.work, commands, 3)
+    assert stops(text) == ["work:15", f"helper:{loop}"]
+    commands = [f"b {target.__file__}:{loop}", "disable 1", "n", "enable 1", "c", "p i", "c", "p i", "cl 1", "c"]
+    _, text = both(target.work, commands, 2)
+    assert stops(text) == ["work:15", "work:16", f"helper:{loop}", f"helper:{loop}"]
+
+
+def test_step_into_function_after_continuing_past_breakpoints(mods):
+    target, _ = mods
+    loop = target.LINES["loop"]
+    commands = [f"b {target.__file__}:{loop}, i == 1", f"b {target.LINES['work-b']}", "c", "c", "s", "s", "s",
+                "p n", "n", "n", "c", "c"]
+    fast, text = both(target.work, commands, 3)
+    assert stops(text)[:6] == ["work:15", f"helper:{loop}", "work:16", "helper:7", "helper:8", "helper:9"]
+    assert "--Call--" in text and "\n4\n" in text
+    assert {CONTINUE} <= fast.modes_seen
+
+
+def test_next_over_calls_with_a_breakpoint_inside(mods):
+    target, _ = mods
+    loop = target.LINES["loop"]
+    fast, text = both(target.work, ["n", f"b {target.__file__}:{loop}, i == 2", "n", "p i", "cl 1", "r", "n",
+                                    "n", "n", "n"], 3)
+    assert stops(text)[:5] == ["work:15", "work:16", f"helper:{loop}", f"helper:{loop + 1}", "work:17"]
+    assert "--Return--" in text
+    assert WATCH in fast.modes_seen
+    assert ("line", "helper", loop) in fast.delivered
+
+
+def test_next_return_until_in_recursion(mods):
+    target, _ = mods
+    commands = ["n", "n", "s", "n", "n", "r", "n", "until", "n", "c"]
+    fast, text = both(target.fib, commands, 4)
+    assert "--Return--" in text
+    assert WATCH in fast.modes_seen
+
+
+def test_until_leaves_a_loop(mods):
+    target, _ = mods
+    loop = target.LINES["loop"]
+    commands = [f"b {target.__file__}:{loop}", "c", "cl 1", "n", "until", "until", "p total", "c"]
+    fast, text = both(target.work, commands, 4)
+    assert stops(text)[-1] == f"helper:{target.LINES['helper-return']}"
+    assert "\n6\n" in text
+    assert WATCH in fast.modes_seen
+
+
+def test_return_then_next_goes_to_caller(mods):
+    target, _ = mods
+    loop = target.LINES["loop"]
+    commands = [f"tbreak {target.__file__}:{loop}", "c", "r", "n", "n", "c"]
+    _, text = both(target.work, commands, 2)
+    assert "--Return--" in text
+    assert stops(text) == ["work:15", f"helper:{loop}", f"helper:{loop + 1}", "work:16", "work:17"]
+
+
+def test_jump(mods):
+    target, _ = mods
+    x3 = target.LINES["jump-x3"]
+    _, text = both(target.jumpy, [f"b {target.LINES['jump-x2']}", "c", f"j {x3}", "p x", "n", "p x", "c"])
+    assert f"({x3})jumpy()" in text
+    assert "\n1\n" in text and "\n3\n" in text
+
+
+def test_next_over_a_raising_call(mods):
+    target, _ = mods
+    commands = ["n", "n", "n", "n", "n", "n", "c"]
+    fast, text = both(target.raises_inside, commands)
+    assert "TypeError" in text
+    assert WATCH in fast.modes_seen
+
+
+def test_next_over_a_generator_loop(mods):
+    target, _ = mods
+    commands = ["n", "n", "n", "n", "n", "n", "n", "n", "n", "c"]
+    _, text = both(target.consume, commands, 2)
+    assert f"consume:{target.LINES['consume-for']}" in stops(text)
+
+
+def test_breakpoint_on_a_comprehension_line(mods):
+    target, _ = mods
+    line = target.LINES["comprehension"]
+    _, text = both(target.comprehension, ["n", f"b {line}", "c", "c", "c", "c", "c", "c"], 3)
+    assert stops(text).count(f"comprehension:{line}") >= 1
+
+
+def test_quit_releases_everything(mods):
+    target, _ = mods
+    loop = target.LINES["loop"]
+    fast, text = both(target.work, [f"b {target.__file__}:{loop}", "c", "q"], 3)
+    assert stops(text) == ["work:15", f"helper:{loop}"]
+    assert fast.fast_breakpoints_mode() in ("off", "stock")
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="pdb++ only imports on 3.11 here")
+def test_on_pdbpp_base(mods):
+    pdbpp = pytest.importorskip("pdbpp")
+    target, _ = mods
+    loop = target.LINES["loop"]
+
+    class FastPdbpp(FastBreakpointsMixin, pdbpp.Pdb):
+        modes: set = set()
+
+        def fb_sync(self, frame):
+            local = super().fb_sync(frame)
+            self.modes.add(self.fast_breakpoints_mode())
+            return local
+
+    # pdb++ evaluates "n"/"c" as the locals n and c of the debuggee: spell the commands out
+    commands = [f"break {target.__file__}:{loop}, i == 1", "continue", "p i, total", "next", "next", "continue",
+                "continue"]
+    _, stock, _ = run_session(pdbpp.Pdb, target.work, commands, 3)
+    fast, text, _ = run_session(FastPdbpp, target.work, commands, 3)
+    assert text == stock
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", stock)
+    assert plain.count(f"({loop})helper()") >= 2
+    assert {CONTINUE, WATCH} <= FastPdbpp.modes
+
+
+def test_recursive_debug_command(mods):
+    target, _ = mods
+    loop = target.LINES["loop"]
+    commands = [f"b {target.__file__}:{loop}, i == 1", "c", "debug helper(2)", "c", "c", "p total", "n", "c"]
+    fast, text = both(target.work, commands, 2)
+    assert "ENTERING RECURSIVE DEBUGGER" in text and "LEAVING RECURSIVE DEBUGGER" in text
+    assert sys.gettrace() is None
+
+
+def test_until_a_line_and_jump_back_in_a_loop(mods):
+    target, _ = mods
+    loop = target.LINES["loop"]
+    ret = target.LINES["helper-return"]
+    commands = [f"b {target.__file__}:{loop}, i == 1", "c", "cl 1", f"until {ret}", "p total", f"j {loop - 2}", "n",
+                "p total", "c"]
+    fast, text = both(target.work, commands, 4)
+    assert stops(text) == ["work:15", f"helper:{loop}", f"helper:{ret}", f"helper:{loop - 2}", f"helper:{loop - 1}"]
+    assert "\n6\n(Pdb)" in text and "\n0\n(Pdb)" in text  # until ran the loop out; the jump went back before it
+    assert WATCH in fast.modes_seen
+
+
+def test_jump_at_a_breakpoint_in_a_callee(mods):
+    target, _ = mods
+    x2, x3 = target.LINES["jump-x2"], target.LINES["jump-x3"]
+
+    def driver():
+        return target.jumpy()
+
+    fast, text = both(driver, [f"b {target.__file__}:{x2}", "c", f"j {x3}", "p x", "n", "p x", "c"])
+    assert stops(text)[1:] == [f"jumpy:{x2}", f"jumpy:{x3}", f"jumpy:{x3 + 1}"]
+    assert "\n1\n(Pdb)" in text and "\n3\n(Pdb)" in text
+    assert fast.delivered[0] == ("line", "jumpy", x2)

@@ -1,0 +1,113 @@
+"""``python -m llmpdb`` as a user runs it: exit statuses, -c commands, post-mortem, headless runs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+SCRIPT = textwrap.dedent(
+    """
+    import os, sys
+    def work(n):
+        total = n * 2
+        breakpoint()
+        return total
+    print("result", work(21), "argv", sys.argv[1:], "dynamo", os.environ.get("TORCHDYNAMO_DISABLE"))
+    """
+)
+
+
+def run_llmpdb(args, stdin_text=None, env=None, timeout=60, **kwargs):
+    full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
+    full_env.pop("PYTHONBREAKPOINT", None) if "PYTHONBREAKPOINT" not in (env or {}) else None
+    return subprocess.run(
+        [sys.executable, "-m", "llmpdb", *args],
+        input=stdin_text,
+        stdin=subprocess.DEVNULL if stdin_text is None else None,
+        capture_output=True, text=True, env=full_env, timeout=timeout, **kwargs,
+    )
+
+
+@pytest.fixture
+def script(tmp_path):
+    path = tmp_path / "work.py"
+    path.write_text(SCRIPT)
+    return path
+
+
+def test_commands_from_stdin_reach_breakpoint_and_finish(script):
+    result = run_llmpdb([str(script), "--flag", "x"], "c\np total + 1\nc\n")
+    assert result.returncode == 0, result.stderr
+    assert "(llmpdb) 43" in result.stdout
+    assert "result 42 argv ['--flag', 'x'] dynamo None" in result.stdout
+    assert result.stdout.rstrip().endswith("llmpdb: the program finished")
+
+
+def test_dash_c_commands_run_at_the_first_stop(script):
+    result = run_llmpdb(["-c", "p 6 * 7", "-c", "continue", str(script)], "p total\nc\n")
+    assert result.returncode == 0, result.stderr
+    assert "42\n" in result.stdout
+    assert "(llmpdb) 42" in result.stdout  # the breakpoint() stop printed `total`
+
+
+def test_no_compile_sets_dynamo_off(script):
+    result = run_llmpdb(["--no-compile", "-c", "c", str(script)], "c\n")
+    assert "dynamo 1" in result.stdout
+
+
+def test_headless_run_never_waits_and_runs_the_tour(script):
+    result = run_llmpdb([str(script)], env={"LLMPDB_TOUR": "p total"})
+    assert result.returncode == 0, result.stderr
+    assert "(llmpdb tour) p total\n42" in result.stdout
+    assert "llmpdb: no more input (no terminal); continuing" in result.stdout
+    assert "result 42" in result.stdout
+
+
+def test_sys_exit_status_is_kept(tmp_path):
+    path = tmp_path / "exits.py"
+    path.write_text("import sys\nsys.exit(3)\n")
+    result = run_llmpdb([str(path)], "c\n")
+    assert result.returncode == 3
+    assert "llmpdb: the program exited via sys.exit(3)" in result.stdout
+
+
+def test_uncaught_exception_opens_post_mortem_in_the_failing_frame(tmp_path):
+    path = tmp_path / "fails.py"
+    path.write_text("def broken(depth):\n    local_value = depth + 1\n    raise ValueError('bad depth')\nbroken(4)\n")
+    result = run_llmpdb([str(path)], "c\np local_value\nq\n")
+    assert result.returncode == 1
+    assert "ValueError: bad depth" in result.stderr
+    assert "llmpdb: uncaught exception; post-mortem debugging" in result.stdout
+    assert "(llmpdb) 5" in result.stdout
+
+
+def test_module_target(tmp_path):
+    package = tmp_path / "pkgdemo"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "run.py").write_text("value = 7\nprint('module ran', value)\n")
+    result = run_llmpdb(["-m", "pkgdemo.run"], "c\n", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "module ran 7" in result.stdout
+
+
+@pytest.mark.parametrize("args, code, text", [
+    ([], 2, "usage: python -m llmpdb"),
+    (["--bogus"], 2, "option --bogus not recognized"),
+    (["--help"], 0, "-c CMD, --command CMD"),
+    (["/no/such/file.py"], 1, "/no/such/file.py"),
+])
+def test_usage_errors(args, code, text):
+    result = run_llmpdb(args)
+    assert result.returncode == code
+    assert text in result.stdout + result.stderr
+
+
+def test_version_names_the_base():
+    result = run_llmpdb(["--version"])
+    assert result.returncode == 0
+    assert result.stdout.startswith("llmpdb 0.1.0 on pdb")

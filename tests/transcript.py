@@ -1,0 +1,45 @@
+"""Run a function under a real llmpdb debugger fed with typed commands; return what it printed.
+
+Usage::
+
+    out = debug_transcript(func, ["c", "shapes", "c"], arg1, kw=2)
+
+The debugger starts stopped at the call of ``func``; every ``breakpoint()`` inside stops the same
+debugger. Output has no colour and is rendered at ``width`` (100) columns. When the commands run out the
+program continues (no tour), so a short list never hangs a test.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+
+from llmpdb import hooks
+from llmpdb.debugger import Pdb
+
+__all__ = ["debug_transcript", "make_debugger"]
+
+
+def make_debugger(commands: list[str], *, width: int = 100) -> tuple[object, io.StringIO]:
+    """Usage: ``dbg, out = make_debugger(["shapes", "c"])``; a debugger on in-memory streams."""
+    stdin = io.StringIO("\n".join(commands) + "\n")
+    stdout = io.StringIO()
+    debugger = Pdb(stdin=stdin, stdout=stdout, nosigint=True, readrc=False, headless_tour=[], width=width,
+                   color=False)
+    return debugger, stdout
+
+
+def debug_transcript(func, commands: list[str], *args, width: int = 100, **kwargs) -> str:
+    """Run ``func(*args, **kwargs)`` under llmpdb with ``commands`` as the typed input."""
+    debugger, stdout = make_debugger(commands, width=width)
+    previous, previous_hook = hooks._DEBUGGER, sys.breakpointhook
+    hooks.set_debugger(debugger)
+    hooks.install()
+    try:
+        debugger.runcall(func, *args, **kwargs)
+    finally:
+        debugger.clear_all_breaks()  # bdb keeps breakpoints in class-level lists shared by every debugger
+        sys.settrace(None)
+        hooks.set_debugger(previous)
+        sys.breakpointhook = previous_hook
+    return stdout.getvalue()
