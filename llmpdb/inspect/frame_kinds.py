@@ -99,7 +99,7 @@ def tensor_arg(frame) -> TensorArg | None:
         names.append(code.co_varnames[count])
     try:
         local_map = frame.f_locals
-    except Exception:
+    except Exception:  # a frame whose locals cannot be read has no tensor argument to show
         return None
     for name in names:
         if name == "self":

@@ -195,7 +195,7 @@ def _frame_self(frame):
 def _only_child(module):
     try:
         children = list(module.named_children())
-    except Exception:
+    except Exception:  # a module whose children cannot be listed is not a wrapper
         return None
     return children[0] if len(children) == 1 else None
 

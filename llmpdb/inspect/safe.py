@@ -75,7 +75,7 @@ def tensor_brief(t: Any) -> str:
     """Usage: ``tensor_brief(p)`` -> ``"<Parameter f32 (4, 64)>"``; metadata only, never reads data."""
     try:
         dtype = short_dtype(t.dtype)
-    except Exception:
+    except Exception:  # a dtype that cannot be read shows as ?
         dtype = "?"
     return f"<{type_name(t)} {dtype} {_shape_text(t)}>"
 

@@ -184,7 +184,7 @@ def _storage_key(t: Any) -> tuple | None:
         if t.device.type == "meta":
             return None
         return (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
-    except (RuntimeError, AttributeError, TypeError):  # NotImplementedError is a RuntimeError
+    except (RuntimeError, AttributeError, TypeError):  # storage-less subclasses raise RuntimeError kinds
         return None
 
 

@@ -111,7 +111,7 @@ def _shape(t: Any) -> tuple[int | str, ...]:
         for i in range(t.dim()):
             try:
                 dims.append(int(t.size(i)))
-            except Exception:
+            except Exception:  # a size that cannot be read shows as ?
                 dims.append("?")
         return tuple(dims)
 
