@@ -17,8 +17,9 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-import sys
 from dataclasses import dataclass
+
+from .safe import is_tensor
 
 __all__ = ["TensorArg", "is_plumbing", "tensor_arg", "short_dtype"]
 
@@ -72,10 +73,6 @@ def short_dtype(dtype) -> str:
     return table.get(text, text)
 
 
-def _is_tensor(value) -> bool:
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(value, torch.Tensor)
-
 
 def _tensor_record(name: str, value) -> TensorArg | None:
     try:
@@ -105,15 +102,15 @@ def tensor_arg(frame) -> TensorArg | None:
         if name == "self":
             continue
         value = local_map.get(name)
-        if _is_tensor(value):
+        if is_tensor(value):
             return _tensor_record(name, value)
         if isinstance(value, (tuple, list)):
             for i, item in enumerate(value[:8]):
-                if _is_tensor(item):
+                if is_tensor(item):
                     return _tensor_record(f"{name}[{i}]", item)
         elif isinstance(value, dict):
             for key, item in list(value.items())[:16]:
-                if _is_tensor(item):
+                if is_tensor(item):
                     return _tensor_record(f"{name}[{key!r}]", item)
     return None
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from .compiled import compiled_context
 from .modules import ModuleFrame, is_module, model_stack, unwrap_model
+from .safe import is_tensor
 
 __all__ = ["PathSummary", "path_summary", "CACHE_NAMES", "cache_length"]
 
@@ -47,13 +48,9 @@ class PathSummary:
     generating: bool = False              # generate() is on the stack
 
 
-def _is_tensor(value) -> bool:
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(value, torch.Tensor)
-
 
 def _first_key_tensor(value, depth: int = 0):
-    if _is_tensor(value):
+    if is_tensor(value):
         return value if value.dim() >= 3 else None
     if depth < 3 and isinstance(value, (tuple, list)) and value:
         return _first_key_tensor(value[0], depth + 1)

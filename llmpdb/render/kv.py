@@ -18,7 +18,7 @@ from ..inspect.kv_layers import TensorMeta
 from ..inspect.stats import TensorStats
 from .style import Style, visible_len
 from .table import render_table
-from .tensors import human_bytes
+from .tensors import format_shape, human_bytes
 
 __all__ = ["render_cache", "render_layer", "render_history", "format_shape", "COLLAPSE_ABOVE"]
 
@@ -27,10 +27,6 @@ COLLAPSE_ABOVE = 8
 HISTORY_ROWS = 20
 NONE = "—"
 
-
-def format_shape(shape: Sequence[int]) -> str:
-    """Usage: ``format_shape((1, 2, 9, 32))`` -> ``"(1, 2, 9, 32)"``; ``(7,)`` stays a one-tuple."""
-    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
 def _num(value: int | None) -> str:
