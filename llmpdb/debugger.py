@@ -142,8 +142,9 @@ class _LlmpdbCore:
         return sorted(names)
 
     def completenames(self, text, *ignored):
-        base = [n for n in super().completenames(text, *ignored) if "_" not in n or n.replace("_", "-") not in self._llmpdb_names()]
-        return sorted(set(base) | {n for n in self._llmpdb_names() if n.startswith(text)})
+        ours = self._llmpdb_names()
+        base = {n for n in super().completenames(text, *ignored) if n.replace("_", "-") not in ours}
+        return sorted(base | {n for n in ours if n.startswith(text)})
 
     def do_help(self, arg):
         arg = (arg or "").strip()
