@@ -30,7 +30,7 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 
 import torch  # noqa: E402
 
-from llmpdb.module_breakpoints import ModuleBreakpointEngine  # noqa: E402
+from llmpdb.forward.breakpoints import ModuleBreakpointEngine  # noqa: E402
 from tiny_models import tiny_llama  # noqa: E402
 
 

@@ -24,27 +24,15 @@ from .base import BASE_NAME, BasePdb
 from .breakpoints import FastBreakpointsMixin
 from .commands import COMMAND_MIXINS
 from .commands._command import CommandError
+from .distributed import rank_suffix
+from .headless import HeadlessMixin
+from .inspect.frames import pin_locals, unpin_locals
 from .render.style import Style, color_enabled
-from .session import SESSION
-from .stop_notes import stop_notes
+from .session import SESSION, stop_notes
 
-__all__ = ["Pdb", "rank_suffix"]
+__all__ = ["Pdb"]
 
 _HYPHENATED = re.compile(r"\s*([A-Za-z_]\w*(?:-\w+)+)(?=\s|$)(.*)$", re.S)
-DEFAULT_TOUR = "shapes"
-
-
-def rank_suffix() -> str:
-    """Usage: ``rank_suffix()`` -> ``" r1"`` under a distributed launcher, else ``""``."""
-    rank = os.environ.get("RANK")
-    dist = sys.modules.get("torch.distributed")
-    if dist is not None:
-        try:
-            if dist.is_available() and dist.is_initialized():
-                rank = str(dist.get_rank())
-        except (RuntimeError, ValueError, AttributeError):  # a half-initialised group: the env RANK stands
-            rank = os.environ.get("RANK")
-    return f" r{rank}" if rank not in (None, "") else ""
 
 
 class _LlmpdbCore:
@@ -58,6 +46,7 @@ class _LlmpdbCore:
         self._width = width
         self._color = color
         self._noted_stop = None
+        self._stop_lines: set[str] = set()  # what this stop already printed once (message_once)
         self.initial_stop = False  # set by the CLI for the stop on the script's first line
         config = getattr(self, "config", None)  # pdb++ colours source lines even into a pipe
         if config is not None and not self.out_style().color:
@@ -78,6 +67,7 @@ class _LlmpdbCore:
         return getattr(self, "curframe", None)
 
     def frame_locals(self) -> dict:
+        """The current frame's locals: pdb's own mapping, so edits made at the prompt (``!x = 1``) stand."""
         frame = self.current_frame()
         if frame is None:
             return {}
@@ -85,6 +75,19 @@ class _LlmpdbCore:
         if local_map is None or not hasattr(local_map, "keys"):
             local_map = frame.f_locals
         return dict(local_map)
+
+    def _pin_current_locals(self) -> None:
+        """Let every inspection of the current frame read pdb's locals mapping, not the frame afresh."""
+        local_map = getattr(self, "curframe_locals", None)
+        if self.current_frame() is not None and hasattr(local_map, "keys"):
+            pin_locals(self.current_frame(), local_map)
+
+    def message_once(self, key: str, text: str | None = None) -> None:
+        """Usage: ``self.message_once(note)``; print ``text`` (default ``key``) unless this stop already did."""
+        if key in self._stop_lines:
+            return
+        self._stop_lines.add(key)
+        self.message(key if text is None else text)
 
     def frame_globals(self) -> dict:
         frame = self.current_frame()
@@ -212,15 +215,21 @@ class _LlmpdbCore:
     def preloop(self):
         super().preloop()
         self._keep_hyphens_in_completion()
+        self._pin_current_locals()
         frame = self.current_frame()
         if frame is None or self._noted_stop == id(frame):
             return
         self._noted_stop = id(frame)
+        self._stop_lines = set()
         SESSION.stop += 1
         if self.initial_stop:
             return
         for line in stop_notes(frame, self):
-            self.message(line)
+            self.message_once(line)
+
+    def precmd(self, line):
+        self._pin_current_locals()  # `up`/`down` changed the current frame: pin the new one
+        return super().precmd(line)
 
     def interaction(self, *args, **kwargs):
         try:
@@ -228,6 +237,7 @@ class _LlmpdbCore:
         finally:
             self._noted_stop = None
             self.initial_stop = False
+            unpin_locals()
 
     def _keep_hyphens_in_completion(self) -> None:
         """pdb drops '-' from GNU readline's word delimiters; pdb++'s pyrepl readline keeps it, which would
@@ -243,40 +253,11 @@ class _LlmpdbCore:
         except (AttributeError, TypeError, ValueError) as exc:
             self.message(f"llmpdb: cannot adjust completion for hyphenated commands: {exc}")
 
-    def _stdin_is_terminal(self) -> bool:
-        stream = self.stdin if self.stdin is not None else sys.stdin
-        try:
-            return bool(stream is not None and stream.isatty())
-        except (ValueError, OSError):
-            return False
-
-    def _tour_commands(self) -> list[str]:
-        if self._tour is not None:
-            return list(self._tour)
-        spec = os.environ.get("LLMPDB_TOUR", DEFAULT_TOUR)
-        return [c.strip() for c in spec.split(";") if c.strip()]
-
-    def do_EOF(self, arg):
-        """EOF
-        End of input. On a terminal (Ctrl-D) it quits like pdb. Without a terminal (a batch job, a pipe
-        that ran out) it runs the tour (LLMPDB_TOUR, default "shapes") and continues the program."""
-        if self._stdin_is_terminal():
-            return super().do_EOF(arg)
-        self.message("")
-        if not self.initial_stop:
-            for line in self._tour_commands():
-                self.message(f"(llmpdb tour) {line}")
-                if self.onecmd(line):
-                    return 1
-        self.message("llmpdb: no more input (no terminal); continuing")
-        self.set_continue()
-        return 1
-
 
 def _build_class() -> type:
     """``LLMPDB_FAST_BREAKPOINTS=0`` leaves out the fast breakpoint engine: pdb's own tracing then runs."""
     engine = () if os.environ.get("LLMPDB_FAST_BREAKPOINTS", "1") == "0" else (FastBreakpointsMixin,)
-    bases = (*COMMAND_MIXINS, *engine, _LlmpdbCore, BasePdb)
+    bases = (*COMMAND_MIXINS, *engine, HeadlessMixin, _LlmpdbCore, BasePdb)
     return type("Pdb", bases, {"__module__": __name__, "__qualname__": "LlmpdbPdb",
                                "__doc__": f"llmpdb debugger on the {BASE_NAME} base."})
 

@@ -16,6 +16,9 @@ from __future__ import annotations
 import os
 import sys
 
+from .forward.arming import dynamo_disable
+from .session import SESSION
+
 __all__ = ["set_trace", "post_mortem", "breakpointhook", "install", "uninstall", "disabled",
            "get_debugger", "set_debugger"]
 
@@ -43,24 +46,13 @@ def set_debugger(debugger) -> None:
     _DEBUGGER = debugger
 
 
-def _dynamo_disable(func):
-    """Keep dynamo from tracing into llmpdb when torch is loaded (only then: llmpdb never imports torch)."""
-    dynamo = sys.modules.get("torch._dynamo")
-    if dynamo is None:
-        return func
-    try:
-        return dynamo.disable(func)
-    except Exception:  # an old or stripped torch: run undecorated, as pdb would
-        return func
-
-
 def set_trace(frame=None, *, header: str | None = None) -> None:
     """Usage: ``llmpdb.set_trace()``; stop in the caller's frame (or ``frame``)."""
     if disabled():
         return
     if frame is None:
         frame = sys._getframe().f_back
-    _dynamo_disable(_stop)(frame, header)
+    dynamo_disable(_stop)(frame, header)
 
 
 def _stop(frame, header):
@@ -103,3 +95,6 @@ def post_mortem(tb=None) -> None:
     debugger = get_debugger()
     debugger.reset()
     debugger.interaction(None, tb)
+
+
+SESSION.stopper = lambda frame, header: set_trace(frame, header=header)  # forward hooks stop through this

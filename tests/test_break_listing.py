@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from llmpdb.module_breakpoints import module_breakpoints
+from llmpdb.forward.breakpoints import module_breakpoints
 from tiny_models import tiny_llama
 from transcript import debug_transcript
 

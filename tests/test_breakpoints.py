@@ -298,7 +298,7 @@ def test_session_started_by_set_trace(mods):
 
 @pytest.mark.skipif(engine_kind() != "hooks", reason="the hook compiler is the 3.11 engine")
 def test_code_that_cannot_be_hooked_is_traced_and_reported(mods, monkeypatch):
-    import llmpdb.breakpoints_patching as patching
+    import llmpdb.breakpoints.patching as patching
 
     target, _ = mods
     loop = target.LINES["loop"]
@@ -315,12 +315,12 @@ def test_code_that_cannot_be_hooked_is_traced_and_reported(mods, monkeypatch):
 def trace_engine_only(monkeypatch):
     """Force the lean trace engine: take every monitoring tool id llmpdb may use (3.12+), or, on 3.11,
     ask for it instead of the hook engine."""
-    import llmpdb.breakpoints as breakpoints
+    import llmpdb.breakpoints.mixin as breakpoints
 
     taken = []
     monitoring = getattr(sys, "monitoring", None)
     if monitoring is not None:
-        from llmpdb.breakpoints_monitoring import TOOL_IDS
+        from llmpdb.breakpoints.monitoring import TOOL_IDS
 
         for tool in TOOL_IDS:
             if monitoring.get_tool(tool) is None:
@@ -334,7 +334,7 @@ def trace_engine_only(monkeypatch):
 
 
 def test_lean_trace_engine_keeps_pdb_meaning(mods, trace_engine_only):
-    from llmpdb.breakpoints_legacy import TraceEngine
+    from llmpdb.breakpoints.trace import TraceEngine
 
     target, _ = mods
     loop = target.LINES["loop"]

@@ -212,7 +212,7 @@ def _tree(code):
 
 
 def _hooked(code, lines, hook):
-    from llmpdb.breakpoints_bytecode import instrument
+    from llmpdb.breakpoints.bytecode import instrument
 
     consts = tuple(_hooked(c, lines, hook) if isinstance(c, types.CodeType) else c for c in code.co_consts)
     code = code.replace(co_consts=consts)
@@ -240,7 +240,7 @@ def _line_events(func, args, filename):
 
 @pytest.mark.parametrize("name", ["json.decoder", "ast", "dis", "argparse", "pdb", "email.message"])
 def test_rebuild_without_hooks_is_byte_identical(name):
-    from llmpdb.breakpoints_bytecode import rebuild
+    from llmpdb.breakpoints.bytecode import rebuild
 
     module = importlib.import_module(name)
     source = open(module.__file__).read()
@@ -283,7 +283,7 @@ def test_hooks_fire_exactly_at_line_events_and_change_nothing_else(corpus):
 
 
 def test_may_reach(corpus):
-    from llmpdb.breakpoints_bytecode import may_reach
+    from llmpdb.breakpoints.bytecode import may_reach
 
     code = corpus.loops.__code__
     last = max(line for _, _, line in code.co_lines() if line)

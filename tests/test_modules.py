@@ -267,7 +267,7 @@ def test_two_models_on_the_stack_and_a_root_set_by_the_user():
 
 
 def test_small_helpers():
-    assert short_dtype(torch.bfloat16) == "bf16" and short_dtype(torch.float8_e4m3fn) == "float8_e4m3fn"
+    assert short_dtype(torch.bfloat16) == "bf16" and short_dtype(torch.float8_e4m3fn) == "f8e4m3"  # one dtype table for every command
     assert is_module(nn.Linear(2, 2)) and not is_module(nn.Linear) and not is_module(object())
     assert TensorArg("x", (5,), "f32", "cuda:0").summary() == "x (5,) f32 cuda:0"
     attention = PlainAttention()

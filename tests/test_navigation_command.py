@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from llmpdb.commands.navigation import render_stop_header, set_user_root, user_root
-from llmpdb.module_breakpoints import module_breakpoints
+from llmpdb.forward.breakpoints import module_breakpoints
 from llmpdb.session import SESSION
 from tiny_models import plain_model, tiny_llama
 from transcript import debug_transcript

@@ -8,7 +8,7 @@ import torch
 
 from llmpdb.inspect.modules import frame_stack
 from llmpdb.inspect.path_summary import PathSummary, cache_length, path_summary
-from llmpdb.module_breakpoints import ModuleBreakpointEngine
+from llmpdb.forward.breakpoints import ModuleBreakpointEngine
 from llmpdb.render.modules import render_path_summary
 from llmpdb.render.style import Style
 from tiny_models import plain_model, tiny_gpt2, tiny_llama, tiny_t5

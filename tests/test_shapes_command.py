@@ -145,12 +145,13 @@ def compiled_frame():
     return torch.compile(g, backend="eager")(torch.ones(3))
 
 
-def test_shapes_in_compiled_code_warns_about_missing_locals():
-    out = answers(debug_transcript(compiled_frame, ["c", "shapes", "c"]))
+def test_shapes_in_compiled_code_warns_about_missing_locals_once_per_stop():
+    transcript = debug_transcript(compiled_frame, ["c", "shapes", "c"])
+    out = answers(transcript)
+    assert transcript.count("locals computed inside the compiled graph are missing") == 1  # the stop said it
+    assert out[0].splitlines()[-1].startswith("llmpdb: stopped in code run through torch.compile")
     lines = out[1].splitlines()
-    assert lines[0].startswith("note: code run through torch.compile")
-    assert lines[0].endswith("locals computed inside the compiled graph may be missing below")
-    assert lines[1:4] == ["path  shape  dtype  size", "x     (3,)   f32    12 B", "1 tensor, 12 B total"]
+    assert lines[0:3] == ["path  shape  dtype  size", "x     (3,)   f32    12 B", "1 tensor, 12 B total"]
 
 
 def stopping_attention(module, query, key, value, attention_mask, **kwargs):

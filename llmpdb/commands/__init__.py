@@ -1,15 +1,26 @@
-"""Debugger command families, one module each; the debugger mixes in every class of ``COMMAND_MIXINS``."""
+"""Debugger command families, one module each; the debugger mixes in every class of ``COMMAND_MIXINS``.
+
+Importing a family registers its stop notes; they print in registration order at every stop: the
+compiled-code warning (here), the KV history record (``kv``, prints nothing), the path line (``navigation``).
+"""
 
 from __future__ import annotations
 
+from ..inspect.compiled import compiled_note
+from ..session import register_stop_note
+
 COMMAND_MIXINS: list[type] = []
 
-from .navigation import NavigationCommands  # noqa: E402
-COMMAND_MIXINS.append(NavigationCommands)
-from .shapes import ShapesCommands  # noqa: E402
-COMMAND_MIXINS.append(ShapesCommands)
 
-from .statediff import StatediffCommands  # noqa: E402
-COMMAND_MIXINS.append(StatediffCommands)
+@register_stop_note
+def compiled_code_note(frame, debugger) -> str | None:
+    """The warning that graph-computed locals are missing, once per stop in compiled code."""
+    return compiled_note(frame)
+
+
 from .kv import KvCommands  # noqa: E402
-COMMAND_MIXINS.append(KvCommands)
+from .navigation import NavigationCommands  # noqa: E402
+from .shapes import ShapesCommands  # noqa: E402
+from .statediff import StatediffCommands  # noqa: E402
+
+COMMAND_MIXINS.extend([NavigationCommands, ShapesCommands, StatediffCommands, KvCommands])

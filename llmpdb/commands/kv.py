@@ -32,7 +32,7 @@ from ..inspect.kv import (
 from ..inspect.safe import safe_getattr, type_name
 from ..inspect.stats import no_stats_reason, tensor_stats
 from ..render.kv import render_cache, render_history, render_layer
-from ..session import SESSION
+from ..session import SESSION, register_stop_note
 from ._command import CommandError, command
 
 __all__ = ["KvCommands", "KvArgs", "parse_kv_args", "record_kv_history", "kv_history", "HISTORY_KEY"]
@@ -225,3 +225,10 @@ class KvCommands:
             stats = {m.name: tensor_stats(m.tensor) or (no_stats_reason(m.tensor) or "no values")
                      for m in layer.tensors}
         return render_layer(report, layer, stats=stats, width=width, style=style)
+
+
+@register_stop_note
+def kv_growth_note(frame, debugger) -> None:
+    """Record the KV cache in reach (metadata only) so ``kv --history`` covers every stop, typed or not."""
+    record_kv_history(debugger.frame_locals())
+    return None

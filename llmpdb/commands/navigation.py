@@ -20,12 +20,11 @@ import weakref
 from ..inspect.forward_location import forward_location
 from ..inspect.modules import frame_stack, is_module, is_plumbing, model_stack, unwrap_model
 from ..inspect.path_summary import path_summary
-from ..module_breakpoints import NoModuleMatch, module_breakpoints
+from ..forward.breakpoints import NoModuleMatch, module_breakpoints
 from ..render.modules import (render_forward_location, render_model_stack, render_module_breakpoints,
                               render_path_summary)
 from ..render.style import Style
-from ..session import SESSION
-from ..stop_notes import register_stop_note
+from ..session import SESSION, register_stop_note
 from ._command import CommandError, command, split_args
 
 __all__ = ["NavigationCommands", "render_stop_header", "user_root", "set_user_root"]
@@ -61,6 +60,12 @@ def render_stop_header(frame, style: Style | None = None) -> str | None:
         return None
     stack = frame_stack(frame)
     return render_path_summary(path_summary(stack, len(stack) - 1, user_root()), style)
+
+
+@register_stop_note
+def module_breakpoint_problems_note(frame, debugger) -> list[str]:
+    """Problems the module breakpoints met while the program ran (a hook that failed), said at the next stop."""
+    return [f"llmpdb: {line}" for line in module_breakpoints().take_messages()]
 
 
 @register_stop_note

@@ -14,16 +14,15 @@ says that graph-computed locals may be missing.
 from __future__ import annotations
 
 import re
-import sys
 
-from ..inspect.compiled import compiled_context
+from ..inspect.compiled import compiled_note
 from ..inspect.dims import DimNamer
-from ..inspect.safe import safe_getattr, type_name
+from ..inspect.safe import type_name
 from ..inspect.tensors import frame_tensors, walk_tensors
 from ..render.tensors import render_tensors
 from ._command import CommandError, command
 
-__all__ = ["ShapesCommands", "parse_shapes_args", "compiled_note"]
+__all__ = ["ShapesCommands", "parse_shapes_args"]
 
 _STATS = re.compile(r"(?:^|(?<=\s))--stats(?=\s|$)")
 _OPTION = re.compile(r"(?:^|(?<=\s))(--?[A-Za-z][\w-]*)(?=\s|$)")
@@ -41,20 +40,6 @@ def parse_shapes_args(arg: str) -> tuple[str, bool]:
     if unknown:
         raise CommandError(f"unknown option {unknown.group(1)} (usage: shapes [EXPR] [--stats])")
     return text, stats
-
-
-def compiled_note(frame) -> str | None:
-    """Usage: ``compiled_note(frame)``; a warning line when the frame runs in/under torch.compile, else None."""
-    reason = compiled_context(frame)
-    if reason is None:
-        compiler = safe_getattr(sys.modules.get("torch"), "compiler")
-        is_compiling = safe_getattr(compiler, "is_compiling")
-        try:
-            if callable(is_compiling) and is_compiling():
-                reason = "code being traced by torch.compile"
-        except Exception as exc:  # an old or broken torch: say we could not tell
-            return f"note: could not tell whether this is compiled code ({type(exc).__name__}: {exc})"
-    return f"note: {reason}: locals computed inside the compiled graph may be missing below" if reason else None
 
 
 class ShapesCommands:
@@ -86,7 +71,7 @@ class ShapesCommands:
         note = compiled_note(self.current_frame())
         style = self.out_style()
         if note:
-            self.message(style.warn(note))
+            self.message_once(note, style.warn(note))  # not again when the stop already said it
         namer = DimNamer.from_frame(locals_) if walk else None
         self.message(render_tensors(walk, width=self.out_width(), style=style, namer=namer, stats=stats,
                                     empty=f"no tensors in {where}"))

@@ -1,6 +1,9 @@
 """Detect a stop inside ``torch.compile``d code, where graph-computed locals are missing from the frame.
 
-Usage: ``compiled_context(frame)`` -> ``"a torch.compile resume function"``-style reason, or None.
+Usage::
+
+    compiled_context(frame)   # "a torch.compile resume function ..."-style reason, or None
+    compiled_note(frame)      # the one warning line llmpdb prints for it, or None
 
 Duck-typed: looks at code names and file paths on the stack only; never imports torch.
 """
@@ -9,7 +12,9 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["compiled_context", "COMPILE_HINT"]
+import sys
+
+__all__ = ["compiled_context", "compiled_note", "COMPILE_HINT"]
 
 COMPILE_HINT = ("locals computed inside the compiled graph are missing from this frame; "
                 "rerun with TORCHDYNAMO_DISABLE=1 (or `python -m llmpdb --no-compile`) to see them all")
@@ -33,3 +38,19 @@ def compiled_context(frame, max_depth: int = 200) -> str | None:
             return "code run through torch.compile (torch._dynamo is on the stack)"
         current, depth = current.f_back, depth + 1
     return None
+
+
+def _being_traced() -> str | None:
+    """``torch.compiler.is_compiling()`` where torch is loaded: a frame dynamo is tracing right now."""
+    compiler = getattr(sys.modules.get("torch"), "compiler", None)
+    is_compiling = getattr(compiler, "is_compiling", None)
+    try:
+        return "code being traced by torch.compile" if callable(is_compiling) and is_compiling() else None
+    except Exception as exc:  # an old or broken torch: say we could not tell
+        return f"code that may be compiled (could not tell: {type(exc).__name__}: {exc})"
+
+
+def compiled_note(frame) -> str | None:
+    """Usage: ``compiled_note(frame)`` -> ``"llmpdb: stopped in ...: locals computed inside ..."`` or None."""
+    reason = compiled_context(frame) or _being_traced()
+    return f"llmpdb: stopped in {reason}: {COMPILE_HINT}" if reason else None

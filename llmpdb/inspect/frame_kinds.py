@@ -19,7 +19,8 @@ import inspect
 import os
 from dataclasses import dataclass
 
-from .safe import is_tensor
+from .frames import frame_locals
+from .safe import is_tensor, short_dtype
 
 __all__ = ["TensorArg", "is_plumbing", "tensor_arg", "short_dtype"]
 
@@ -64,16 +65,6 @@ class TensorArg:
         return f"{text} {self.device}" if self.device else text
 
 
-def short_dtype(dtype) -> str:
-    """Usage: ``short_dtype(torch.bfloat16)`` -> ``"bf16"``."""
-    text = str(dtype).replace("torch.", "")
-    table = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64", "int64": "i64",
-             "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "bool",
-             "complex64": "c64", "complex128": "c128"}
-    return table.get(text, text)
-
-
-
 def _tensor_record(name: str, value) -> TensorArg | None:
     try:
         device = value.device
@@ -94,10 +85,7 @@ def tensor_arg(frame) -> TensorArg | None:
         count += 1
     if flags & inspect.CO_VARKEYWORDS:
         names.append(code.co_varnames[count])
-    try:
-        local_map = frame.f_locals
-    except Exception:  # a frame whose locals cannot be read has no tensor argument to show
-        return None
+    local_map = frame_locals(frame)
     for name in names:
         if name == "self":
             continue

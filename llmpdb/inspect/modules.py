@@ -25,6 +25,7 @@ import os
 import weakref
 from dataclasses import dataclass, field, replace
 
+from .frames import frame_locals, frame_self
 from .frame_kinds import TensorArg, is_plumbing, short_dtype, tensor_arg
 
 __all__ = [
@@ -182,13 +183,10 @@ def is_forward_frame(frame, module) -> bool:
 
 
 def _frame_self(frame):
-    code = frame.f_code
-    if not code.co_argcount or code.co_varnames[:1] != ("self",):
+    """The module a method frame runs on (its first argument named ``self``), or None."""
+    if frame.f_code.co_varnames[:1] != ("self",):
         return None
-    try:
-        value = frame.f_locals.get("self")
-    except Exception:  # f_locals of an odd frame
-        return None
+    value = frame_self(frame)
     return value if is_module(value) else None
 
 
@@ -273,10 +271,7 @@ def _wraps_callee(frame, callee) -> bool:
     code = frame.f_code
     if not code.co_freevars or not (code.co_flags & 0x04):  # closures taking *args: decorator wrappers
         return False
-    try:
-        local_map = frame.f_locals
-    except Exception:  # an odd frame: not a wrapper we can prove
-        return False
+    local_map = frame_locals(frame)
     for name in code.co_freevars:
         value = local_map.get(name)
         if callable(value) and code_of(value) is callee.f_code:

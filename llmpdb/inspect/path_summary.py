@@ -19,6 +19,7 @@ import os
 import sys
 from dataclasses import dataclass
 
+from .frames import frame_locals
 from .compiled import compiled_context
 from .modules import ModuleFrame, is_module, model_stack, unwrap_model
 from .safe import is_tensor
@@ -82,10 +83,7 @@ def cache_length(cache) -> int | None:
 
 
 def _locals(frame) -> dict:
-    try:
-        return frame.f_locals
-    except Exception:  # an odd frame object
-        return {}
+    return frame_locals(frame)
 
 
 def _grad_state() -> tuple[bool | None, bool]:

@@ -37,6 +37,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .frames import frame_locals
 from .safe import is_tensor, safe_getattr, safe_repr, short_dtype, tensor_brief, type_name
 from .stats import TensorStats, tensor_stats
 
@@ -384,9 +385,9 @@ def shapes(obj: Any = None, *, stats: bool = False, name: str | None = None) -> 
     caller = sys._getframe(1)
     try:
         if obj is None:
-            return frame_tensors(caller.f_locals, stats=stats)
+            return frame_tensors(frame_locals(caller), stats=stats)
         if name is None:
-            holders = (k for k, v in caller.f_locals.items() if v is obj and k.isidentifier() and k[:2] != "__")
+            holders = (k for k, v in frame_locals(caller).items() if v is obj and k.isidentifier() and k[:2] != "__")
             name = next(holders, "obj")
         return walk_tensors(obj, name, stats=stats)
     finally:

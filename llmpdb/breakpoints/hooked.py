@@ -1,11 +1,11 @@
 """The hook engine of fast breakpoints (Python 3.11): no trace function at all while continuing.
 
-Usage: created by ``FastBreakpointsMixin`` on 3.11 (``llmpdb.breakpoints``); same interface as
+Usage: created by ``FastBreakpointsMixin`` on 3.11 (``llmpdb.breakpoints.mixin``); same interface as
 ``TraceEngine`` plus ``close()``, which puts every function's original code back.
 
 Arming (when the set of breakpoints changes): one ``gc`` pass finds the function objects of files holding
 breakpoints; each whose code (or a nested code object) holds a breakpoint line gets a copy compiled with
-hooks (``breakpoints_bytecode.instrument``) as its ``__code__``; modules of those files imported later get
+hooks (``bytecode.instrument``) as its ``__code__``; modules of those files imported later get
 hooked code from their loader. At run time a hook installs a one-shot trace function on its own frame;
 the interpreter then reports a genuine line event, pdb decides as usual, and the trace function is
 removed again. The lean trace engine (``TraceEngine``) still runs where hooks cannot reach: ``next``/
@@ -23,14 +23,13 @@ import types
 import weakref
 from typing import Any
 
-from . import breakpoints as _bp
-from .breakpoints import WATCH, code_breakpoint_lines
-from .breakpoints_bytecode import first_line, may_reach
-from .breakpoints_legacy import TraceEngine
-from .breakpoints_patching import LOADERS as _LOADERS
-from .breakpoints_patching import REGISTRY as _REGISTRY
-from .breakpoints_patching import hooked_tree as _hooked_tree
-from .breakpoints_patching import install_audit_hook, restore_all
+from .engine import ALL_LINES, WATCH, code_breakpoint_lines
+from .bytecode import first_line, may_reach
+from .trace import TraceEngine
+from .patching import LOADERS as _LOADERS
+from .patching import REGISTRY as _REGISTRY
+from .patching import hooked_tree as _hooked_tree
+from .patching import install_audit_hook, restore_all
 
 __all__ = ["HookEngine"]
 
@@ -60,7 +59,7 @@ class HookEngine(TraceEngine):
         if not file_lines:
             return _EMPTY
         lines = code_breakpoint_lines(code, file_lines)
-        if lines is _bp.ALL_LINES:
+        if lines is ALL_LINES:
             first = first_line(code)
             return frozenset({first}) if first is not None else _EMPTY
         return lines
@@ -80,7 +79,7 @@ class HookEngine(TraceEngine):
         own = code_breakpoint_lines(code, file_lines) if file_lines else _EMPTY
         nested = frozenset(i for i, const in enumerate(code.co_consts)
                            if isinstance(const, types.CodeType) and self._tree_has_lines(const))
-        return may_reach(code, frame.f_lasti, own, own is _bp.ALL_LINES, nested)
+        return may_reach(code, frame.f_lasti, own, own is ALL_LINES, nested)
 
     def lines_for(self, code) -> frozenset[int]:
         entry = _REGISTRY.hooked.get(id(code))

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from llmpdb.session import SESSION
-from llmpdb.stop_notes import STOP_NOTE_PROVIDERS, register_stop_note, stop_notes
+from llmpdb.session import SESSION, STOP_NOTE_PROVIDERS, register_stop_note, stop_notes
 from tiny_models import tiny_llama
 from transcript import debug_transcript
 

@@ -1,6 +1,6 @@
 """The ``sys.monitoring`` engine of fast breakpoints (Python 3.12+).
 
-Usage: created by ``FastBreakpointsMixin`` (``llmpdb.breakpoints``); ``engine.activate(mode, frame)``
+Usage: created by ``FastBreakpointsMixin`` (``llmpdb.breakpoints.mixin``); ``engine.activate(mode, frame)``
 after each event pdb handled, ``engine.deactivate()`` to release the tool id.
 
 One tool id named ``"llmpdb"`` (``DEBUGGER_ID``, else 3 or 4). Events:
@@ -23,7 +23,7 @@ import sys
 import threading
 from typing import Any
 
-from .breakpoints import ALL_LINES, WATCH, EngineBase
+from .engine import ALL_LINES, WATCH, EngineBase
 
 __all__ = ["MonitoringEngine", "free_tool_id_available", "TOOL_NAME", "TOOL_IDS"]
 

@@ -3,7 +3,7 @@
 Used directly on Python 3.12+ when no ``sys.monitoring`` tool id is free, and by the 3.11 hook engine
 (``breakpoints_hooks``) where hooks cannot reach (``next``, frames already running original code).
 
-Usage: created by ``FastBreakpointsMixin`` (``llmpdb.breakpoints``); ``engine.activate(mode, frame)``
+Usage: created by ``FastBreakpointsMixin`` (``llmpdb.breakpoints.mixin``); ``engine.activate(mode, frame)``
 returns the local trace function for ``frame``; ``engine.deactivate()`` removes the global one.
 
 Before Python 3.12 a frame's local trace function only runs while a global one is installed, so this
@@ -21,7 +21,7 @@ import sys
 import threading
 from typing import Any
 
-from .breakpoints import ALL_LINES, WATCH, EngineBase
+from .engine import ALL_LINES, WATCH, EngineBase
 
 __all__ = ["TraceEngine"]
 

@@ -1,8 +1,8 @@
 """Hooked code in and out of a 3.11 process: the registry of hooked code objects, the hook function
 itself, loaders that hand out hooked code, and the audit hook that notices unhooked code.
 
-Usage: used by ``breakpoints_hooks.HookEngine``; ``restore_all()`` gives every function its code back.
-The hook function's code is registered in ``breakpoints.INVISIBLE_CODE_IDS``, so pdb never traces into it.
+Usage: used by ``hooked.HookEngine``; ``restore_all()`` gives every function its code back.
+The hook function's code is registered in ``engine.INVISIBLE_CODE_IDS``, so pdb never traces into it.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import sys
 import types
 from typing import Any
 
-from . import breakpoints as _bp
-from .breakpoints_bytecode import instrument
+from .engine import INVISIBLE_CODE_IDS
+from .bytecode import instrument
 
 __all__ = ["REGISTRY", "HOOK_CODE", "hooked_tree", "restore_all", "LOADERS", "install_audit_hook",
            "fast_breakpoint_hook"]
@@ -45,7 +45,7 @@ def fast_breakpoint_hook() -> None:
 
 
 HOOK_CODE = fast_breakpoint_hook.__code__
-_bp.INVISIBLE_CODE_IDS.add(id(HOOK_CODE))
+INVISIBLE_CODE_IDS.add(id(HOOK_CODE))
 
 
 def hooked_tree(code: types.CodeType, lines_of: Any, memo: dict, problems: list) -> types.CodeType | None:

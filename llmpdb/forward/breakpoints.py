@@ -34,9 +34,11 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .forward_trace import AfterImport, OneShotTrace, hook_caller
-from .inspect.module_match import ModuleMatch, NoModuleMatch, class_matches, is_glob, match_modules, near_names
-from .inspect.modules import code_of, frame_stack, is_module, module_frames
+from ..inspect.module_match import ModuleMatch, NoModuleMatch, class_matches, is_glob, match_modules, near_names
+from ..inspect.modules import code_of, frame_stack, is_module, module_frames
+from ..session import SESSION
+from .arming import AfterImport, register_pre_hook, remove_after_imports
+from .one_shot import OneShotTrace, hook_caller
 
 __all__ = ["ModuleBreakpoint", "ModuleBreakpointEngine", "ModuleMatch", "NoModuleMatch", "match_modules",
            "module_breakpoints", "near_names", "is_glob"]
@@ -76,9 +78,8 @@ def _stack_name(frame, module) -> str | None:
 
 
 def _default_stopper(frame, header: str) -> None:
-    from .hooks import set_trace
-
-    set_trace(frame, header=header)
+    """Open the process's debugger (``SESSION.stopper``, which ``llmpdb.hooks`` installs)."""
+    SESSION.open_debugger(frame, header)
 
 
 _TORCH_MODULE = "torch.nn.modules.module"
@@ -112,10 +113,10 @@ class ModuleBreakpointEngine:
         self.messages: list[str] = []  # problems met while running (a condition that raised...)
 
     def _report(self, where: str, exc: BaseException) -> None:
-        """Keep the problem for the next listing and say it once on stderr; the program goes on."""
+        """Keep the problem for the next stop (a stop note prints it) and for the listing; the program goes on."""
         line = f"break-module {where} failed: {type(exc).__name__}: {exc} (the program continues)"
         self.messages.append(line)
-        print(f"llmpdb: {line}", file=sys.stderr)
+        del self.messages[:-50]
 
     def take_messages(self) -> list[str]:
         """Usage: ``engine.take_messages()``; the problems met since the last call (then forgotten)."""
@@ -156,7 +157,7 @@ class ModuleBreakpointEngine:
         if not self._bps:
             self._unwatch()
             self._known.clear()
-            sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, AfterImport)]
+            remove_after_imports()
         return bp
 
     def clear(self) -> int:
@@ -172,14 +173,7 @@ class ModuleBreakpointEngine:
         if entry is not None and entry[0]() is module:
             entry[2].add(bp.number)
             return False
-        hook = self._pre_hook
-        dynamo = sys.modules.get("torch._dynamo")
-        if dynamo is not None:  # never let dynamo trace into the debugger's hook
-            try:
-                hook = dynamo.disable(hook)
-            except Exception as exc:
-                self.messages.append(f"torch._dynamo.disable failed: {type(exc).__name__}: {exc}")
-        handle = module.register_forward_pre_hook(hook)
+        handle = register_pre_hook(module, self._pre_hook)
         self._armed[id(module)] = (weakref.ref(module), handle, {bp.number})
         return True
 
@@ -330,6 +324,4 @@ class ModuleBreakpointEngine:
 
 def module_breakpoints() -> ModuleBreakpointEngine:
     """Usage: ``module_breakpoints().add(...)``; the engine kept in the session (survives every stop)."""
-    from .session import SESSION
-
     return SESSION.memory("module-breakpoints", ModuleBreakpointEngine)

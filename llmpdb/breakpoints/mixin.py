@@ -15,83 +15,31 @@ conditions, ignore counts, temporary breakpoints, ``user_*``) untouched and chan
 - anything else (``step``, instruction steps, generator frames, quitting): pdb's own ``sys.settrace``.
 
 An engine delivers the first two: ``sys.monitoring`` with events enabled only on the code objects that
-need them (Python 3.12+, ``breakpoints_monitoring``); hooks compiled into the code objects holding
-breakpoint lines (Python 3.11, ``breakpoints_hooks``); or a lean trace function that traces only those
-code objects (where neither applies, ``breakpoints_legacy``). See ``docs/design.md``, "Fast breakpoints".
+need them (Python 3.12+, ``monitoring``); hooks compiled into the code objects holding
+breakpoint lines (Python 3.11, ``hooked``); or a lean trace function that traces only those
+code objects (where neither applies, ``trace``). See ``docs/design.md``, "Fast breakpoints".
 """
 
 from __future__ import annotations
 
 import sys
-from inspect import CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR
-from types import CodeType, FrameType
+from types import FrameType
 from typing import Any
 
-__all__ = ["FastBreakpointsMixin", "EngineBase", "engine_kind", "code_breakpoint_lines", "ALL_LINES",
-           "STOCK", "CONTINUE", "WATCH", "OFF"]
+from .engine import CONTINUE, GENERATOR_FLAGS, INVISIBLE_CODE_IDS, OFF, STOCK, WATCH
 
-GENERATOR_FLAGS = CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR
-
-STOCK = "stock"        # pdb's own sys.settrace machinery
-CONTINUE = "continue"  # only breakpoint lines matter
-WATCH = "watch"        # stopframe/returnframe events and breakpoint lines
-OFF = "off"            # nothing to deliver: no breakpoints while continuing, or quitting
-
-ALL_LINES = frozenset({-1})
-"""Marker: every line of the code object is checked (a function breakpoint's first line)."""
-
-INVISIBLE_CODE_IDS: set[int] = set()
-"""Code objects of the engine's own hooks: pdb never traces into them (``breakpoints_hooks``)."""
-
-
-def code_breakpoint_lines(code: CodeType, lines: frozenset[int]) -> frozenset[int]:
-    """Usage: ``code_breakpoint_lines(func.__code__, frozenset({12, 40}))`` -> the breakpoint lines inside.
-
-    Returns ``ALL_LINES`` when ``code.co_firstlineno`` is a breakpoint line (pdb checks a function
-    breakpoint on every line of the function until its first executable line), else the breakpoint
-    lines that some instruction of ``code`` itself belongs to (nested code objects answer for themselves).
-    """
-    if code.co_firstlineno in lines:
-        return ALL_LINES
-    own = {line for _, _, line in code.co_lines() if line is not None}
-    return frozenset(own & lines)
-
-
-class EngineBase:
-    """What every engine shares: the per-code-object breakpoint-line cache and the problem list.
-
-    A subclass sets ``self.pdb``, ``self.breaks`` (canonic file -> lines), ``self.code_lines`` and
-    ``self.problems`` in its ``__init__`` and implements ``deactivate``."""
-
-    def take_problems(self) -> list[str]:
-        """Problems met while arming (reported once by the debugger), then forgotten."""
-        problems, self.problems = self.problems, []
-        return problems
-
-    def close(self) -> None:
-        """End of the debugging run: same as ``deactivate``."""
-        self.deactivate()
-
-    def lines_for(self, code) -> frozenset[int]:
-        """Breakpoint lines inside ``code`` (cached per code object; ``ALL_LINES`` for a function breakpoint)."""
-        entry = self.code_lines.get(id(code))
-        if entry is not None and entry[0] is code:
-            return entry[1]
-        file_lines = self.breaks.get(self.pdb.canonic(code.co_filename))
-        lines = code_breakpoint_lines(code, file_lines) if file_lines else frozenset()
-        self.code_lines[id(code)] = (code, lines)
-        return lines
+__all__ = ["FastBreakpointsMixin", "engine_kind"]
 
 
 def engine_kind() -> str:
     """Usage: ``engine_kind()`` -> ``"monitoring"`` (3.12+, a tool id free), ``"hooks"`` (3.11) or ``"trace"``."""
     if sys.version_info >= (3, 12):
-        from .breakpoints_monitoring import free_tool_id_available
+        from .monitoring import free_tool_id_available
 
         if free_tool_id_available():
             return "monitoring"
         return "trace"
-    from .breakpoints_bytecode import SUPPORTED
+    from .bytecode import SUPPORTED
 
     return "hooks" if SUPPORTED else "trace"
 
@@ -99,14 +47,14 @@ def engine_kind() -> str:
 def _new_engine(pdb: Any):
     kind = engine_kind()
     if kind == "monitoring":
-        from .breakpoints_monitoring import MonitoringEngine
+        from .monitoring import MonitoringEngine
 
         return MonitoringEngine(pdb)
     if kind == "hooks":
-        from .breakpoints_hooks import HookEngine
+        from .hooked import HookEngine
 
         return HookEngine(pdb)
-    from .breakpoints_legacy import TraceEngine
+    from .trace import TraceEngine
 
     return TraceEngine(pdb)
 

@@ -1,9 +1,8 @@
-"""Stop at the entry of one module's ``forward``: a one-shot trace function, and a post-import hook.
+"""Stop at the entry of one module's ``forward``: a one-shot trace function.
 
 Usage::
 
     OneShotTrace(module, code, on_arrive, caller=hook_caller(sys._getframe(1))).install()
-    sys.meta_path.insert(0, AfterImport("torch.nn.modules.module", callback))
 
 ``OneShotTrace`` is installed by a forward pre-hook: it waits for the ``call`` event of ``code`` with
 ``self`` being ``module`` (decorator wrappers in between are passed by), removes itself, then calls
@@ -11,9 +10,6 @@ Usage::
 first (a later pre-hook raised, the forward was replaced), it removes itself when ``caller`` (torch's
 ``_call_impl``) returns. A trace function already installed (pdb with line breakpoints) keeps receiving
 every event meanwhile and is restored afterwards.
-
-``AfterImport`` runs a callback right after a module is imported (torch not imported yet when a class
-pattern is armed at a script's first line).
 """
 
 from __future__ import annotations
@@ -21,17 +17,9 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["OneShotTrace", "AfterImport", "hook_caller"]
+from ..inspect.modules import frame_self
 
-
-def _frame_self(frame):
-    code = frame.f_code
-    if not code.co_argcount:
-        return None
-    try:
-        return frame.f_locals.get(code.co_varnames[0])
-    except Exception:  # an odd frame: not ours
-        return None
+__all__ = ["OneShotTrace", "hook_caller"]
 
 
 MODULE_PY = os.path.join("torch", "nn", "modules", "module.py")
@@ -81,7 +69,7 @@ class OneShotTrace:
     def _is_target(self, frame) -> bool:
         if self.code is None:  # no Python code to wait for: the first call is the forward's way in
             return True
-        return frame.f_code is self.code and _frame_self(frame) is self.module
+        return frame.f_code is self.code and frame_self(frame) is self.module
 
     def on_call(self, frame, event, arg):
         if event == "call" and self._is_target(frame):
@@ -104,44 +92,3 @@ class OneShotTrace:
             self.finish()
             return None
         return self.watch_caller
-
-
-class _LoaderProxy:
-    """Runs ``callback(module)`` right after the real loader executed the module."""
-
-    def __init__(self, loader, callback):
-        self._loader, self._callback = loader, callback
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        self._loader.exec_module(module)
-        module.__loader__ = self._loader
-        if getattr(module, "__spec__", None) is not None:
-            module.__spec__.loader = self._loader
-        self._callback(module)
-
-    def __getattr__(self, name):
-        return getattr(self._loader, name)
-
-
-class AfterImport:
-    """A one-shot ``sys.meta_path`` finder: call ``callback`` once the module ``name`` has been imported."""
-
-    def __init__(self, name: str, callback):
-        self.name, self.callback = name, callback
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != self.name:
-            return None
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)
-        for finder in sys.meta_path:
-            find = getattr(finder, "find_spec", None)
-            spec = find(fullname, path, target) if find is not None else None
-            if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _LoaderProxy(spec.loader, self.callback)
-                return spec
-        return None

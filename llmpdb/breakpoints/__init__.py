@@ -1,0 +1,16 @@
+"""Fast line breakpoints: pdb's decisions, delivered without a trace function on every call.
+
+Usage::
+
+    from llmpdb.breakpoints import FastBreakpointsMixin
+    class Pdb(FastBreakpointsMixin, pdb.Pdb): ...
+
+``engine`` (modes, ``EngineBase``), ``mixin`` (the ``Pdb`` mixin and the engine choice), ``monitoring``
+(3.12+ ``sys.monitoring``), ``hooked`` (3.11 hooks compiled into code objects) with ``bytecode`` and
+``patching``, ``trace`` (the lean trace function, the fallback of both).
+"""
+
+from .engine import CONTINUE, OFF, STOCK, WATCH
+from .mixin import FastBreakpointsMixin, engine_kind
+
+__all__ = ["FastBreakpointsMixin", "engine_kind", "STOCK", "CONTINUE", "WATCH", "OFF"]
