@@ -10,9 +10,10 @@ import pytest
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(TESTS)
-for path in (TESTS, ROOT):
+# Appended, not prepended: tests/inspect/ must never shadow the standard library's ``inspect``.
+for path in (ROOT, TESTS):
     if path not in sys.path:
-        sys.path.insert(0, path)
+        sys.path.append(path)
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

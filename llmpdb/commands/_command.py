@@ -1,4 +1,4 @@
-"""Shared plumbing for debugger commands.
+"""Shared plumbing for debugger commands: error isolation, usage lines, one argument parser.
 
 Usage::
 
@@ -7,24 +7,39 @@ Usage::
         def do_shapes(self, arg):
             \"\"\"shapes [EXPR] [--stats]
             ...\"\"\"
-            value = self.eval_in_frame(arg)        # CommandError on a bad expression
-            self.message(render(...))
+            args = parse_args(arg, self.do_shapes, flags={"--stats"})
+            value = self.eval_in_frame(args.rest)   # the expression, exactly as typed
+            if args.flag("--stats"): ...
 
 ``@command`` isolates a command: a ``CommandError`` prints its one-line message, any other exception
-prints one line naming the command and the exception, and the debuggee keeps running.
+(``SystemExit`` and ``KeyboardInterrupt`` from the user's expression included) prints one line naming
+the command, and the debuggee keeps running.
+
+``parse_args`` recognises flags only as whole words outside brackets and quotes (``d[' --stats ']`` is an
+expression, not a flag); what is left is handed over untouched (``rest``) and as top-level words
+(``words``, quotes kept: ``mods['enc']`` stays ``mods['enc']``).
 """
 
 from __future__ import annotations
 
 import functools
-import shlex
+import inspect
 import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
-__all__ = ["CommandError", "command", "split_args"]
+__all__ = ["CommandError", "command", "usage_of", "parse_args", "Args", "split_words"]
 
 
 class CommandError(Exception):
     """A user-facing, one-line error: bad arguments, a bad expression, nothing to show."""
+
+
+def usage_of(func_or_doc: Any) -> str:
+    """Usage: ``usage_of(self.do_shapes)`` -> ``"shapes [EXPR] [--stats]"``; the docstring's first line."""
+    doc = func_or_doc if isinstance(func_or_doc, str) else getattr(func_or_doc, "__doc__", None)
+    lines = inspect.cleandoc(doc or "").splitlines()
+    return lines[0].strip() if lines else ""
 
 
 def command(func):
@@ -40,6 +55,8 @@ def command(func):
             self.error(f"{name}: {exc}")
         except KeyboardInterrupt:
             self.error(f"{name}: interrupted")
+        except SystemExit as exc:  # raised by the user's expression (argparse...): never ends the program
+            self.error(f"{name}: the expression raised SystemExit: {exc.code!r} (the program goes on)")
         except Exception as exc:  # an llmpdb bug must never kill the user's job
             where = traceback.extract_tb(exc.__traceback__)[-1]
             self.error(
@@ -52,9 +69,115 @@ def command(func):
     return wrapper
 
 
-def split_args(arg: str) -> list[str]:
-    """Usage: ``split_args("x --stats")`` -> ``["x", "--stats"]``; shell-like, CommandError on bad quoting."""
-    try:
-        return shlex.split(arg or "")
-    except ValueError as exc:
-        raise CommandError(f"cannot parse arguments: {exc}") from None
+_OPEN, _CLOSE = "([{", ")]}"
+
+
+def _tokens(text: str) -> list[tuple[int, int]]:
+    """Spans of the words of ``text`` split on whitespace outside quotes and brackets."""
+    spans: list[tuple[int, int]] = []
+    start, depth, quote, i = None, 0, "", 0
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 2
+                continue
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in _OPEN:
+            depth += 1
+        elif ch in _CLOSE:
+            depth = max(0, depth - 1)
+        elif ch.isspace() and depth == 0:
+            if start is not None:
+                spans.append((start, i))
+                start = None
+            i += 1
+            continue
+        if start is None:
+            start = i
+        i += 1
+    if quote or depth:
+        raise CommandError(f"cannot parse arguments: unclosed {'quote' if quote else 'bracket'} in {text.strip()!r}")
+    if start is not None:
+        spans.append((start, len(text)))
+    return spans
+
+
+def split_words(text: str) -> list[str]:
+    """Usage: ``split_words("m {k: v for k, v in sd.items()}")`` -> 2 words; quotes and brackets kept."""
+    return [text[a:b] for a, b in _tokens(text or "")]
+
+
+@dataclass
+class Args:
+    """Parsed arguments: ``rest`` (the text left, untouched), ``words`` (its top-level words), options."""
+
+    rest: str
+    words: list[str]
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def flag(self, name: str) -> bool:
+        return bool(self.options.get(name))
+
+    def value(self, name: str, default: Any = None) -> Any:
+        return self.options.get(name, default)
+
+
+def _is_option_word(word: str) -> bool:
+    return word.startswith("--") and len(word) > 2 and word[2].isalpha()
+
+
+def parse_args(arg: str | None, usage: Any = "", *, flags: set[str] | frozenset[str] = frozenset(),
+               options: dict[str, Callable[[str], Any]] | None = None,
+               aliases: dict[str, str] | None = None, hint: str | None = None) -> Args:
+    """Usage: ``parse_args("x --after 3", usage, flags={"--once"}, options={"--after": int})``.
+
+    ``flags`` take no value; ``options`` take one (``--after 3`` or ``--after=3``) converted by the given
+    function (a ``ValueError`` becomes a clear error). ``aliases`` maps short spellings (``-l``) to names.
+    An unknown ``--word`` outside brackets and quotes is an error naming the usage (or ``hint``)."""
+    text = arg or ""
+    options = options or {}
+    aliases = aliases or {}
+    usage_text = usage_of(usage) if not isinstance(usage, str) or "\n" in usage else usage
+    hint = f" ({hint})" if hint else (f" (usage: {usage_text})" if usage_text else "")
+    spans = _tokens(text)
+    found: dict[str, Any] = {}
+    cut: list[tuple[int, int]] = []
+    i = 0
+    while i < len(spans):
+        a, b = spans[i]
+        word = text[a:b]
+        name, has_value, value = word, False, None
+        if "=" in word and _is_option_word(word):
+            name, _, value = word.partition("=")
+            has_value = True
+        name = aliases.get(name, name)
+        if name in flags and not has_value:
+            found[name] = True
+            cut.append((a, b))
+        elif name in options:
+            if not has_value:
+                if i + 1 >= len(spans):
+                    raise CommandError(f"{name} needs a value{hint}")
+                i += 1
+                value = text[spans[i][0]:spans[i][1]]
+                b = spans[i][1]
+            try:
+                found[name] = options[name](value)
+            except (TypeError, ValueError) as exc:
+                detail = f": {exc}" if str(exc) and "invalid literal" not in str(exc) else ""
+                raise CommandError(f"bad value for {name}: {value!r}{detail}{hint}") from None
+            cut.append((a, b))
+        elif _is_option_word(word):
+            raise CommandError(f"unknown option {name}{hint}")
+        i += 1
+    pieces, last = [], 0
+    for a, b in cut:
+        pieces.append(text[last:a])
+        last = b
+    pieces.append(text[last:])
+    rest = " ".join(p.strip() for p in pieces if p.strip())
+    return Args(rest, split_words(rest), found)

@@ -33,17 +33,14 @@ from ..inspect.safe import safe_getattr, type_name
 from ..inspect.stats import no_stats_reason, tensor_stats
 from ..render.kv import render_cache, render_history, render_layer
 from ..session import SESSION, register_stop_note
-from ._command import CommandError, command
+from ._command import CommandError, command, parse_args
 
 __all__ = ["KvCommands", "KvArgs", "parse_kv_args", "record_kv_history", "kv_history", "HISTORY_KEY"]
 
 HISTORY_KEY = "kv-history"
 HISTORY_LIMIT = 500
 USAGE = "kv [EXPR] [LAYER] [--stats] [--history]"
-_FLAG = re.compile(r"(?:^|(?<=\s))--(stats|history)(?=\s|$)")
-_LAYER_OPT = re.compile(r"(?:^|(?<=\s))(?:--layer|-l)(?:\s+|=)(\S+)(?=\s|$)")
 _LAYER = re.compile(r"^(?:(self|cross)[:.])?(-?\d+)$")
-_OPTION = re.compile(r"(?:^|(?<=\s))(--?[A-Za-z][\w-]*)(?=\s|$)")
 
 
 class KvArgs:
@@ -65,35 +62,30 @@ def _layer_spec(text: str) -> tuple[int, str | None] | None:
     return (int(match.group(2)), match.group(1)) if match else None
 
 
+def _layer_option(text: str) -> tuple[int, str | None]:
+    spec = _layer_spec(text)
+    if spec is None:
+        raise CommandError(f"bad layer {text!r} (a number, or self:N / cross:N)")
+    return spec
+
+
 def parse_kv_args(arg: str) -> KvArgs:
     """Usage: ``parse_kv_args("outputs.cache 1 --stats")`` -> ``KvArgs(expr="outputs.cache", layer=1, ...)``.
 
     LAYER is ``N`` (negative counts from the end) or ``self:N`` / ``cross:N`` for encoder-decoder caches,
     given last or as ``--layer N``; the expression keeps its quotes and spaces.
     """
-    text = arg or ""
-    flags = set(_FLAG.findall(text))
-    text = _FLAG.sub(" ", text)
-    spec = None
-    match = _LAYER_OPT.search(text)
-    if match:
-        spec = _layer_spec(match.group(1))
-        if spec is None:
-            raise CommandError(f"bad layer {match.group(1)!r} (a number, or self:N / cross:N)")
-        text = text[: match.start()] + " " + text[match.end():]
-    text = text.strip()
-    unknown = _OPTION.search(text)
-    if unknown:
-        raise CommandError(f"unknown option {unknown.group(1)} (usage: {USAGE})")
-    if spec is None and text:
-        head, _, last = text.rpartition(" ")
-        spec = _layer_spec(last)
+    args = parse_args(arg, USAGE, flags={"--stats", "--history"}, options={"--layer": _layer_option},
+                      aliases={"-l": "--layer"})
+    text, spec = args.rest, args.value("--layer")
+    if spec is None and len(args.words) >= 1:
+        spec = _layer_spec(args.words[-1])
         if spec is not None:
-            text = head.strip()
+            text = args.rest[: len(args.rest) - len(args.words[-1])].rstrip()
     layer, part = spec if spec is not None else (None, None)
-    if "stats" in flags and layer is None:
+    if args.flag("--stats") and layer is None:
         raise CommandError("--stats shows the values of one layer: give it, e.g. `kv 0 --stats`")
-    return KvArgs(text, layer, part, "stats" in flags, "history" in flags)
+    return KvArgs(text, layer, part, args.flag("--stats"), args.flag("--history"))
 
 
 def kv_history() -> list[KvHistoryEntry]:

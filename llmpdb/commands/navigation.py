@@ -14,24 +14,34 @@ printed at every stop where a model is in sight.
 
 from __future__ import annotations
 
-import re
 import weakref
 
 from ..inspect.forward_location import forward_location
-from ..inspect.modules import frame_stack, is_module, is_plumbing, model_stack, unwrap_model
+from ..inspect.modules import (frame_stack, is_module, is_plumbing, model_stack, models_in, top_level_models,
+                               unwrap_model)
 from ..inspect.path_summary import path_summary
 from ..forward.breakpoints import NoModuleMatch, module_breakpoints
 from ..render.modules import (render_forward_location, render_model_stack, render_module_breakpoints,
                               render_path_summary)
 from ..render.style import Style
 from ..session import SESSION, register_stop_note
-from ._command import CommandError, command, split_args
+from ..units import plural
+from ._command import CommandError, command, parse_args
 
 __all__ = ["NavigationCommands", "render_stop_header", "user_root", "set_user_root"]
 
 _ROOT_KEY = "navigation-root"
-_AFTER = re.compile(r"(?:^|\s)--after(?:\s+|=)(\S+)(?=\s|$)")
-_ONCE = re.compile(r"(?:^|\s)--once(?=\s|$)")
+
+
+def _count(text: str) -> int:
+    """``--after N``: a whole number >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise CommandError(f"--after needs a whole number, not {text!r}") from None
+    if value < 0:
+        raise CommandError("--after needs a number >= 0")
+    return value
 
 
 def _root_state() -> dict:
@@ -75,23 +85,6 @@ def model_path_note(frame, debugger) -> str | None:
     return render_stop_header(frame, style_of() if callable(style_of) else None)
 
 
-def _top_level(modules: list) -> list:
-    """Drop modules that are submodules of another one in the list; keep order, no duplicates."""
-    unique = []
-    for m in modules:
-        if not any(m is u for u in unique):
-            unique.append(m)
-    inside = set()
-    for m in unique:
-        try:
-            for _, sub in unwrap_model(m)[0].named_modules():
-                if sub is not m:
-                    inside.add(id(sub))
-        except Exception:  # a module whose traversal fails still counts as a candidate root
-            continue
-    return [m for m in unique if id(m) not in inside]
-
-
 class NavigationCommands:
     """Command mixin: the stack as the model sees it, module breakpoints, where a forward is defined."""
 
@@ -108,11 +101,9 @@ class NavigationCommands:
             if entry.module is not None and entry.module.tree not in firsts:
                 firsts[entry.module.tree] = entry.module.module
         if firsts:
-            return _top_level([firsts[k] for k in sorted(firsts)]), "stack"
-        found = [v for v in self.frame_locals().values() if is_module(v)]
-        if not found:
-            found = [v for v in list(self.frame_globals().values()) if is_module(v)]
-        return _top_level(found), "locals"
+            return [m for _, m in top_level_models([("", firsts[k]) for k in sorted(firsts)])], "stack"
+        found = models_in(self.frame_locals()) or models_in(self.frame_globals())
+        return [m for _, m in found], "locals"
 
     def _nav_aliases(self, roots: list) -> list[str]:
         """Names the roots are bound to in the user's frames (``model`` for ``model.model.layers.1``)."""
@@ -144,10 +135,9 @@ class NavigationCommands:
         header (train/eval, grad mode, autocast, labels, KV cache, attention kernel, torch.compile).
         --all   also show the plumbing frames (_call_impl, hooks, decorator wrappers, generate()).
         Alias: sm."""
-        args = split_args(arg)
-        unknown = [a for a in args if a != "--all"]
-        if unknown:
-            raise CommandError(f"unknown argument {unknown[0]!r} (usage: stack-model [--all])")
+        args = parse_args(arg, self.do_stack_model, flags={"--all"})
+        if args.words:
+            raise CommandError(f"unknown argument {args.words[0]!r} (usage: stack-model [--all])")
         stack = self.stack_frames()
         if not stack:
             raise CommandError("no stack (the program is not stopped in a frame)")
@@ -157,7 +147,7 @@ class NavigationCommands:
         if header:
             self.message(header)
         entries = model_stack(stack, user_root())
-        self.message(render_model_stack(entries, current=index, show_all="--all" in args,
+        self.message(render_model_stack(entries, current=index, show_all=args.flag("--all"),
                                         width=self.out_width(), style=style))
 
     do_sm = do_stack_model
@@ -220,18 +210,8 @@ class NavigationCommands:
             for line in engine.take_messages():
                 self.message(self.out_style().warn(line))
             return
-        after = 0
-        match = _AFTER.search(text)
-        if match:
-            try:
-                after = int(match.group(1))
-            except ValueError:
-                raise CommandError(f"--after needs a whole number, not {match.group(1)!r}") from None
-            if after < 0:
-                raise CommandError("--after needs a number >= 0")
-            text = (text[: match.start()] + " " + text[match.end():]).strip()
-        once = bool(_ONCE.search(text))
-        text = _ONCE.sub(" ", text).strip()
+        args = parse_args(text, self.do_break_module, flags={"--once"}, options={"--after": _count})
+        after, once, text = args.value("--after", 0), args.flag("--once"), args.rest
         pattern, _, rest = text.partition(" ")
         rest = rest.strip()
         condition = None
@@ -288,13 +268,13 @@ class NavigationCommands:
         """clear-module N|all
         Remove module breakpoint N (see break-module for the numbers), or all of them; their hooks go
         with them."""
-        args = split_args(arg)
+        args = parse_args(arg, self.do_clear_module).words
         if len(args) != 1:
             raise CommandError("usage: clear-module N|all")
         engine = module_breakpoints()
         if args[0] == "all":
             count = engine.clear()
-            self.message(f"cleared {count} module breakpoint{'s' if count != 1 else ''}")
+            self.message(f"cleared {plural(count, 'module breakpoint')}")
             return
         try:
             number = int(args[0])
@@ -315,9 +295,8 @@ class NavigationCommands:
         PEFT's base_model.model, an instance-level forward and decorators (deprecate_kwarg,
         can_return_tuple...). --edit adds a shell command that opens the file there ($EDITOR +LINE FILE).
         Alias: wf."""
-        args = split_args(arg)
-        edit = "--edit" in args
-        expr = " ".join(a for a in args if a != "--edit").strip()
+        args = parse_args(arg, self.do_where_forward, flags={"--edit"})
+        edit, expr = args.flag("--edit"), args.rest
         if expr:
             target = self.eval_in_frame(expr)
         else:

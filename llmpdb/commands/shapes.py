@@ -13,19 +13,16 @@ says that graph-computed locals may be missing.
 
 from __future__ import annotations
 
-import re
-
 from ..inspect.compiled import compiled_note
 from ..inspect.dims import DimNamer
 from ..inspect.safe import type_name
 from ..inspect.tensors import frame_tensors, walk_tensors
 from ..render.tensors import render_tensors
-from ._command import CommandError, command
+from ._command import command, parse_args
 
 __all__ = ["ShapesCommands", "parse_shapes_args"]
 
-_STATS = re.compile(r"(?:^|(?<=\s))--stats(?=\s|$)")
-_OPTION = re.compile(r"(?:^|(?<=\s))(--?[A-Za-z][\w-]*)(?=\s|$)")
+USAGE = "shapes [EXPR] [--stats]"
 
 
 def parse_shapes_args(arg: str) -> tuple[str, bool]:
@@ -33,13 +30,8 @@ def parse_shapes_args(arg: str) -> tuple[str, bool]:
 
     The expression keeps its quotes and spaces (no shell splitting); an unknown ``--option`` is an error.
     """
-    text = arg or ""
-    stats = bool(_STATS.search(text))
-    text = _STATS.sub(" ", text).strip()
-    unknown = _OPTION.search(text)
-    if unknown:
-        raise CommandError(f"unknown option {unknown.group(1)} (usage: shapes [EXPR] [--stats])")
-    return text, stats
+    args = parse_args(arg, USAGE, flags={"--stats"})
+    return args.rest, args.flag("--stats")
 
 
 class ShapesCommands:

@@ -16,11 +16,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..inspect.checkpoint import CheckpointError
+from ..inspect.modules import is_module, models_in
 from ..inspect.snapshot import Snapshot, SnapshotError, compare_snapshots, diff_with_model, take_snapshot
 from ..inspect.statediff import statediff
 from ..render.statediff import render_snapdiff, render_snapshot, render_snapshot_list, render_statediff
 from ..session import SESSION
-from ._command import CommandError, command
+from ._command import CommandError, command, parse_args
 
 __all__ = ["StatediffCommands", "snapshots"]
 
@@ -33,43 +34,9 @@ def snapshots() -> dict[str, Snapshot]:
     return SESSION.memory("statediff-snapshots", dict)
 
 
-def _is_module(obj: Any) -> bool:
-    try:
-        return callable(getattr(obj, "named_parameters", None)) and callable(getattr(obj, "modules", None))
-    except Exception:  # a hostile __getattr__: not something we can snapshot
-        return False
-
-
-def _split(arg: str) -> list[str]:
-    """Split on whitespace outside quotes and brackets: ``m {k: v for k, v in sd.items()}`` -> 2 tokens."""
-    tokens, current, depth, quote = [], "", 0, ""
-    for ch in arg or "":
-        if quote:
-            quote = "" if ch == quote else quote
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth = max(0, depth - 1)
-        elif ch.isspace() and depth == 0:
-            if current:
-                tokens.append(current)
-            current = ""
-            continue
-        current += ch
-    if quote or depth:
-        raise CommandError(f"cannot parse arguments: unclosed {quote or 'bracket'} in {arg.strip()!r}")
-    return tokens + ([current] if current else [])
-
-
 def _parse(arg: str) -> tuple[list[str], set[str]]:
-    tokens = _split(arg)
-    flags = {t for t in tokens if t.startswith("--")}
-    unknown = flags - _FLAGS
-    if unknown:
-        raise CommandError(f"unknown option {sorted(unknown)[0]} (options: {', '.join(sorted(_FLAGS))})")
-    return [t for t in tokens if not t.startswith("--")], flags
+    args = parse_args(arg, flags=_FLAGS, hint=f"options: {', '.join(sorted(_FLAGS))}")
+    return args.words, {name for name in _FLAGS if args.flag(name)}
 
 
 def _unquote(token: str) -> str:
@@ -163,23 +130,12 @@ class StatediffCommands:
             raise CommandError(f"{text}: no such file or folder, and not an expression ({exc})") from None
         if isinstance(value, (str, os.PathLike)):
             return os.fspath(value), os.fspath(value)
-        if _is_module(value) or isinstance(value, Mapping):
+        if is_module(value) or isinstance(value, Mapping):
             return value, token
         raise CommandError(f"{token} is a {type(value).__name__}: expected a path, a module or a state dict")
 
     def _statediff_find_model(self) -> tuple[Any, str]:
-        local = self.frame_locals()
-        found = []
-        for name, value in list(local.items()):
-            if _is_module(value) and all(value is not v for _, v in found):
-                found.append((name, value))
-        inside: set[int] = set()
-        for _, value in found:
-            try:
-                inside.update(id(m) for m in value.modules() if m is not value)
-            except Exception as exc:  # a module whose traversal raises: say so, keep the others
-                raise CommandError(f"cannot walk the modules of a {type(value).__name__}: {exc}") from None
-        tops = [(n, v) for n, v in found if id(v) not in inside]
+        tops = models_in(self.frame_locals())
         if len(tops) == 1:
             return tops[0][1], tops[0][0]
         for name, value in tops:
@@ -204,7 +160,7 @@ class StatediffCommands:
                 expr = args[0]
         if expr is not None:
             model = self.eval_in_frame(expr)
-            if not _is_module(model):
+            if not is_module(model):
                 if len(args) == 1 and _NAME.match(args[0]):
                     name, expr = args[0], None
                 else:
@@ -248,6 +204,6 @@ class StatediffCommands:
                 model = self.eval_in_frame(snap.expr)
             except CommandError:
                 model = None
-            if _is_module(model):
+            if is_module(model):
                 return model
         raise CommandError(f"the model of snapshot {snap.name} ({snap.expr}) is gone and not found here")

@@ -19,6 +19,7 @@ import inspect
 import os
 from dataclasses import dataclass
 
+from ..units import format_shape
 from .frames import frame_locals
 from .safe import is_tensor, short_dtype
 
@@ -60,8 +61,7 @@ class TensorArg:
 
     def summary(self) -> str:
         """Usage: ``arg.summary()`` -> ``"hidden_states (1, 7, 64) f32"``."""
-        dims = "(" + ", ".join(str(d) for d in self.shape) + ("," if len(self.shape) == 1 else "") + ")"
-        text = f"{self.name} {dims} {self.dtype}"
+        text = f"{self.name} {format_shape(self.shape)} {self.dtype}"
         return f"{text} {self.device}" if self.device else text
 
 

@@ -19,6 +19,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from ..units import human_bytes, plural
 from .kv_layers import LayerReport, inspect_layer, tensor_meta, tuple_layer
 from .config import text_config
 from .safe import is_tensor, safe_getattr as _get
@@ -283,15 +284,6 @@ def _ranges(indices: list[int]) -> str:
     return ("layer " if len(indices) == 1 else "layers ") + index_ranges(indices)
 
 
-def _human(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
-
-
 def inspect_cache(cache: Any, *, config: Any = None) -> CacheReport:
     """Usage: ``inspect_cache(outputs.cache, config=model.config)`` -> CacheReport.
 
@@ -340,7 +332,7 @@ def inspect_cache(cache: Any, *, config: Any = None) -> CacheReport:
     formula_bytes, formula = None, ""
     if attn and None not in (seq, kv_heads, head_dim, v_head_dim, batch, itemsize):
         formula_bytes = batch * len(attn) * kv_heads * (head_dim + v_head_dim) * seq * itemsize
-        n_layers = f"{len(attn)} layer{'s' if len(attn) != 1 else ''}"
+        n_layers = plural(len(attn), "layer")
         dims = f"2 × {n_layers}" if head_dim == v_head_dim else n_layers
         hd = f"{head_dim} head_dim" if head_dim == v_head_dim else f"({head_dim}+{v_head_dim}) head_dim"
         formula = (f"{'' if batch == 1 else f'batch {batch} × '}{dims} × {kv_heads} kv heads × {hd} × "
@@ -376,7 +368,7 @@ def _differences(layers, parts, attn, main, seq, nbytes, formula_bytes) -> list[
     if linear:
         state_bytes = sum(m.nbytes for l in linear for m in l.states)
         verb = "holds" if len(linear) == 1 else "hold"
-        out.append(f"{_ranges([l.index for l in linear])} {verb} linear-attention states ({_human(state_bytes)})")
+        out.append(f"{_ranges([l.index for l in linear])} {verb} linear-attention states ({human_bytes(state_bytes)})")
     uneven = [l for l in attn if l.kind == "full" and l.filled is not None and seq is not None and l.filled < seq]
     if uneven:
         out.append(f"{_ranges([l.index for l in uneven])} {'holds' if len(uneven) == 1 else 'hold'} fewer tokens "
@@ -387,11 +379,11 @@ def _differences(layers, parts, attn, main, seq, nbytes, formula_bytes) -> list[
     if len(parts) > 1:
         cross = [l for l in layers if l.part == parts[1]]
         lengths = sorted({l.filled for l in cross if l.filled is not None})
-        out.append(f"cross-attention part adds {_human(sum(l.nbytes for l in cross))}"
+        out.append(f"cross-attention part adds {human_bytes(sum(l.nbytes for l in cross))}"
                    + (f" (encoder length {'/'.join(map(str, lengths))})" if lengths else ""))
     extra = sum(m.nbytes for l in attn for m in l.extras if m.shape != () and not m.name.startswith("_quantized"))
     if extra:
-        out.append(f"other tensors in the layers ({_human(extra)})")
+        out.append(f"other tensors in the layers ({human_bytes(extra)})")
     return out or ["layer shapes differ from one another"]
 
 

@@ -26,11 +26,12 @@ import weakref
 from dataclasses import dataclass, field, replace
 
 from .frames import frame_locals, frame_self
+from .kinds import is_module
 from .frame_kinds import TensorArg, is_plumbing, short_dtype, tensor_arg
 
 __all__ = [
     "TensorArg", "ModuleFrame", "StackEntry", "ModelNames",
-    "is_module", "frame_stack", "code_of", "forward_codes", "is_forward_frame", "unwrap_model", "model_names",
+    "is_module", "top_level_models", "models_in", "frame_stack", "code_of", "forward_codes", "is_forward_frame", "unwrap_model", "model_names",
     "model_stack", "module_frames", "is_plumbing", "tensor_arg", "short_dtype", "ROOT_LABEL",
 ]
 
@@ -100,16 +101,6 @@ class ModelNames:
 
     def __contains__(self, module) -> bool:
         return id(module) in self.names or id(module) in self.wrappers
-
-
-def is_module(obj) -> bool:
-    """Usage: ``is_module(x)``; duck-typed ``nn.Module``: has ``named_modules`` and ``forward``."""
-    if obj is None or isinstance(obj, type):
-        return False
-    try:
-        return callable(getattr(obj, "named_modules", None)) and callable(getattr(obj, "forward", None))
-    except Exception:  # a user __getattr__ that raises something odd: not a module we can name
-        return False
 
 
 def frame_stack(frame) -> list[tuple[object, int]]:
@@ -225,6 +216,34 @@ def _has_attr(obj, name: str) -> bool:
         return hasattr(obj, name)
     except Exception:  # hasattr only swallows AttributeError
         return False
+
+
+def top_level_models(candidates: list[tuple[str, object]]) -> list[tuple[str, object]]:
+    """Usage: ``top_level_models([("model", m), ("layer", m.model.layers[0])])`` -> ``[("model", m)]``.
+
+    The one finder of root models: modules only (instances; classes are never models), each once (the
+    first name it has), minus those that are submodules of another candidate. A candidate whose traversal
+    fails still counts as a root."""
+    unique: list[tuple[str, object]] = []
+    for name, value in candidates:
+        if is_module(value) and all(value is not v for _, v in unique):
+            unique.append((name, value))
+    inside: set[int] = set()
+    for _, module in unique:
+        try:
+            inside.update(id(sub) for _, sub in unwrap_model(module)[0].named_modules() if sub is not module)
+        except Exception:  # a module whose traversal fails still counts as a candidate root
+            continue
+    return [(name, module) for name, module in unique if id(module) not in inside]
+
+
+def models_in(namespace) -> list[tuple[str, object]]:
+    """Usage: ``models_in(frame_locals(frame))`` -> ``[("model", LlamaForCausalLM(...))]``; the root models."""
+    try:
+        items = list(namespace.items())
+    except Exception:  # a namespace that cannot be listed holds no model we can show
+        return []
+    return top_level_models([(str(k), v) for k, v in items if not str(k).startswith("__")])
 
 
 def model_names(root) -> ModelNames:

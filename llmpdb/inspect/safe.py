@@ -16,6 +16,8 @@ import reprlib
 import sys
 from typing import Any
 
+from ..units import format_shape
+
 __all__ = ["safe_repr", "safe_getattr", "is_tensor", "short_dtype", "tensor_brief", "type_name"]
 
 _MISSING = object()
@@ -66,7 +68,7 @@ def _shape_text(t: Any) -> str:
                 dims.append(str(int(t.size(i))))
             except Exception:  # nested/symbolic dimension: no concrete size
                 dims.append("?")
-        return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
+        return format_shape(dims)
     except Exception as exc:
         return f"(shape failed: {type(exc).__name__})"
 

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..units import mib
 from .fingerprint import SAMPLES, _exact_distances, fingerprints, free_bytes
 
 __all__ = ["SAMPLES", "Change", "NonFinite", "SnapDiff", "Snapshot", "SnapshotError", "TensorPrint", "Unchanged",
@@ -200,7 +201,7 @@ def _check_memory(tensors: list[Any]) -> None:
         free = free_bytes(device)
         if free is not None and nbytes > 0.8 * free:
             raise SnapshotError(
-                f"--exact needs {nbytes / 2**20:.0f} MiB on {device} but {free / 2**20:.0f} MiB are free; "
+                f"--exact needs {mib(nbytes, 0)} on {device} but {mib(free, 0)} are free; "
                 "take a fingerprint snapshot (without --exact)"
             )
 

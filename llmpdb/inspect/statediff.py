@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .checkpoint import CheckpointError, CheckpointInfo, TensorMeta, find_state_dict, read_checkpoint
+from .kinds import is_module
 
 __all__ = [
     "KeyGroup",
@@ -168,13 +169,6 @@ def _meta(t: Any) -> TensorMeta:
     return TensorMeta(tuple(int(d) for d in t.shape), str(t.dtype).removeprefix("torch."))
 
 
-def _is_module(obj: Any) -> bool:
-    try:
-        return callable(getattr(obj, "named_modules", None)) and hasattr(obj, "_parameters")
-    except Exception:  # a property that raises: not a module we can walk
-        return False
-
-
 def _type_name(obj: Any) -> str:
     return type(obj).__name__
 
@@ -201,7 +195,7 @@ def model_state(obj: Any, label: str | None = None) -> tuple[CheckpointInfo, dic
     notes: list[str] = []
     class_ties: dict[str, str] = {}
     nested: str | None = None
-    if _is_module(obj):
+    if is_module(obj):
         kind = "module"
         label = label or _type_name(obj)
         for prefix, module in obj.named_modules(remove_duplicate=False):

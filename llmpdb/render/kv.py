@@ -18,7 +18,7 @@ from ..inspect.kv_layers import TensorMeta
 from ..inspect.stats import TensorStats
 from .style import Style, visible_len
 from .table import render_table
-from .tensors import format_shape, human_bytes
+from ..units import format_shape, human_bytes, plural
 
 __all__ = ["render_cache", "render_layer", "render_history", "format_shape", "COLLAPSE_ABOVE"]
 
@@ -51,7 +51,7 @@ def _summary(report: CacheReport, path: str, style: Style, width: int) -> str:
     if path:
         parts[0] = f"{style.path(path)}: {parts[0]}"
     count = len(report.main_layers)
-    parts.append(f"{count} layer{'s' if count != 1 else ''}" + (" (self + cross)" if len(report.parts) > 1 else ""))
+    parts.append(plural(count, "layer") + (" (self + cross)" if len(report.parts) > 1 else ""))
     parts.append(_seq_text(report))
     if len(report.parts) > 1:
         lengths = sorted({l.filled for l in report.part_layers(report.parts[1]) if l.filled is not None})
@@ -282,8 +282,8 @@ def render_history(entries: Sequence[Any], *, width: int = 100, style: Style | N
         return "kv history: nothing recorded yet (it records at each stop where `kv` runs or a cache is found)"
     runs = _runs(entries)
     many = len(runs) > 1
-    lines = [style.header(f"kv history: {len(entries)} stop{'s' if len(entries) != 1 else ''}, "
-                          f"{len(runs)} cache{'s' if many else ''}")]
+    lines = [style.header(f"kv history: {plural(len(entries), 'stop')}, "
+                          f"{plural(len(runs), 'cache')}")]
     for n, run in enumerate(runs, start=1):
         lines.append((f"run {n}  " if many else "") + _growth_line(run))
     headers = ["stop"] + (["run"] if many else []) + ["cache", "seq", "filled per layer", "bytes", "growth"]
@@ -302,5 +302,5 @@ def render_history(entries: Sequence[Any], *, width: int = 100, style: Style | N
                          right=(0,), style=style)
     lines.append(table)
     if hidden:
-        lines.append(style.dim(f"({hidden} earlier stop{'s' if hidden != 1 else ''} not shown)"))
+        lines.append(style.dim(f"({plural(hidden, 'earlier stop')} not shown)"))
     return "\n".join(lines)

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from ..inspect.forward_location import ForwardLocation
 from ..inspect.modules import ROOT_LABEL, ModuleFrame, StackEntry
 from ..inspect.path_summary import PathSummary
+from ..units import plural
 from .style import Style, visible_len
 from .table import render_table
 
@@ -153,7 +154,7 @@ def render_module_breakpoints(breakpoints: Sequence, *, width: int = 100, style:
         if len(modules) == 1 and modules[0] != bp.pattern:
             where = modules[0]
         else:
-            where = f"{len(modules)} module{'s' if len(modules) != 1 else ''}"
+            where = plural(len(modules), "module")
         rows.append([str(bp.number), bp.pattern, bp.condition or "", str(bp.after) if bp.after else "",
                      "yes" if bp.once else "", where, str(bp.calls), str(bp.hits), str(bp.stops)])
     return render_table(["num", "pattern", "condition", "after", "once", "armed on", "calls", "hits", "stops"],

@@ -21,7 +21,7 @@ from ..inspect.snapshot import Change, SnapDiff, Snapshot
 from ..inspect.statediff import StateDiff, group_names
 from .style import Style
 from .table import ellipsize, render_table
-from .tensors import format_shape
+from ..units import format_shape, mib, plural
 
 __all__ = ["fold_names", "render_statediff", "render_snapdiff", "render_snapshot", "render_snapshot_list"]
 
@@ -113,7 +113,7 @@ def render_statediff(d: StateDiff, *, width: int = 100, limit: int | None = 20, 
     """Usage: ``render_statediff(d, width=100)``; ``full=True`` lists every tensor (no folding, no limit)."""
     style = style or Style()
     limit = None if full else limit
-    files = f"{d.other_files} file{'s' if d.other_files != 1 else ''}, " if d.other_files else ""
+    files = f"{plural(d.other_files, 'file')}, " if d.other_files else ""
     under = f", under `{d.nested_under}`" if d.nested_under else ""
     tail = f" ({d.other_kind}, {files}{d.other_count} tensors{under})"
     start = f"statediff {d.model_label} ↔ "
@@ -217,7 +217,7 @@ def render_snapdiff(d: SnapDiff, *, width: int = 100, limit: int | None = 20, fu
 
 
 def _summary(snap: Snapshot) -> str:
-    what = f"exact copies ({snap.copied_bytes / 2**20:.1f} MiB)" if snap.mode == "exact" else "fingerprints"
+    what = f"exact copies ({mib(snap.copied_bytes)})" if snap.mode == "exact" else "fingerprints"
     of = f"{snap.expr} ({snap.label})" if snap.expr else snap.label
     return f"{snap.name} of {of} at stop {snap.stop}: {len(snap.tensors)} tensors, {len(snap.grads)} grads, {what}"
 

@@ -26,46 +26,11 @@ from collections.abc import Callable, Sequence
 
 from ..inspect.dims import DimNamer
 from ..inspect.tensors import ObjectSummary, TensorInfo
+from ..units import format_number, format_shape, human_bytes, human_count, plural
 from .style import Style
 from .table import ellipsize, render_table
 
-__all__ = ["render_tensors", "render_objects", "human_bytes", "human_count", "format_number", "format_shape",
-           "cut_path"]
-
-
-def human_bytes(n: int) -> str:
-    """Usage: ``human_bytes(18432)`` -> ``"18.0 KiB"``; ``human_bytes(448)`` -> ``"448 B"``."""
-    if n < 1024:
-        return f"{n} B"
-    value = float(n)
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        value /= 1024
-        if value < 1024 or unit == "TiB":
-            return f"{value:.1f} {unit}"
-    return f"{n} B"
-
-
-def human_count(n: int) -> str:
-    """Usage: ``human_count(106816)`` -> ``"106.8K"``; ``human_count(7_000_000_000)`` -> ``"7.0B"``."""
-    for scale, unit in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if n >= scale:
-            return f"{n / scale:.1f}{unit}"
-    return str(n)
-
-
-def format_number(value: float | int | None) -> str:
-    """Usage: ``format_number(0.0123456)`` -> ``"0.0123"``; integers stay exact below 1e6; None -> ``-``."""
-    if value is None:
-        return "-"
-    if float(value).is_integer() and abs(value) < 1e6:
-        return str(int(value))
-    return f"{value:.3g}"
-
-
-def format_shape(shape: Sequence[int | str]) -> str:
-    """Usage: ``format_shape((7,))`` -> ``"(7,)"``; ``format_shape((1, 7))`` -> ``"(1, 7)"``."""
-    inner = ", ".join(str(s) for s in shape)
-    return f"({inner},)" if len(shape) == 1 else f"({inner})"
+__all__ = ["render_tensors", "render_objects", "cut_path"]
 
 
 def _grad(info: TensorInfo) -> str:
@@ -88,10 +53,6 @@ def _wrap(line: str, width: int) -> list[str]:
     return textwrap.wrap(line, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False) or [""]
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
 def _unsearched(infos: Sequence[TensorInfo]) -> str:
     unsearched = getattr(infos, "unsearched", 0)
     if not unsearched:
@@ -103,7 +64,7 @@ def _unsearched(infos: Sequence[TensorInfo]) -> str:
 
 def _footer(infos: Sequence[TensorInfo], stats: bool, namer: DimNamer | None, named: bool) -> list[str]:
     unique = [i for i in infos if not any(f.startswith("same as ") for f in i.flags)]
-    line = f"{_plural(len(infos), 'tensor')}, {human_bytes(sum(i.nbytes for i in unique))} total"
+    line = f"{plural(len(infos), 'tensor')}, {human_bytes(sum(i.nbytes for i in unique))} total"
     aliases = [f"{i.path} = {f[8:]}" for i in infos for f in i.flags if f.startswith("same as ")]
     left_out = getattr(infos, "left_out", 0)
     limits = getattr(infos, "limits", {})
@@ -129,7 +90,7 @@ def _footer(infos: Sequence[TensorInfo], stats: bool, namer: DimNamer | None, na
         skipped = [i for i in infos if i.stats is None]
         if skipped:
             why = sorted({f for i in skipped for f in i.flags if f in ("meta", "fake", "sparse", "nested", "DTensor")})
-            lines.append(f"no statistics for {_plural(len(skipped), 'tensor')}"
+            lines.append(f"no statistics for {plural(len(skipped), 'tensor')}"
                          + (f" ({', '.join(why)}: no readable data, nothing computed)" if why else ""))
         magnitudes = [i.path for i in infos if i.stats is not None and i.stats.of != "value"]
         if magnitudes:

@@ -8,8 +8,8 @@ import torch
 from llmpdb.inspect.dims import DimNamer
 from llmpdb.inspect.tensors import TensorInfo, frame_tensors, walk_tensors
 from llmpdb.render.style import Style, strip_ansi
-from llmpdb.render.tensors import (cut_path, format_number, format_shape, human_bytes, human_count,
-                                   render_tensors)
+from llmpdb.render.tensors import cut_path, render_tensors
+from llmpdb.units import format_number, format_shape, human_bytes, human_count
 from tiny_models import tiny_llama
 
 IDS = torch.tensor([[1, 2, 3, 4, 5, 6, 7]])

@@ -185,7 +185,7 @@ def test_pickle_with_custom_class_is_refused_and_nothing_runs(tmp_path):
     message = str(err.value)
     assert "\n" not in message
     assert message == (
-        "evil.pt: refused: unpickling needs the global `test_checkpoint._touch`, which could run code; "
+        f"evil.pt: refused: unpickling needs the global `{_touch.__module__}._touch`, which could run code; "
         "if you trust this file, pass --unsafe-trusted (statediff(..., unsafe_trusted=True)) "
         "or call torch.serialization.add_safe_globals([_touch])"
     )

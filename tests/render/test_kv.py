@@ -8,8 +8,9 @@ from tiny_models import tiny_llama, tiny_mistral_sliding, tiny_t5
 
 from llmpdb.inspect.kv import KvHistoryEntry, inspect_cache
 from llmpdb.inspect.stats import tensor_stats
-from llmpdb.render.kv import format_shape, render_cache, render_history, render_layer
+from llmpdb.render.kv import render_cache, render_history, render_layer
 from llmpdb.render.style import Style, strip_ansi
+from llmpdb.units import format_shape
 
 
 def last_cache_report(model, steps: int = 2, **generate_kwargs):

@@ -1,0 +1,1 @@
+"""Tests of llmpdb.breakpoints (the tree mirrors the package)."""

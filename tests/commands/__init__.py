@@ -1,0 +1,1 @@
+"""Tests of llmpdb.commands (the tree mirrors the package)."""

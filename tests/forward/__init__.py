@@ -1,0 +1,1 @@
+"""Tests of llmpdb.forward (the tree mirrors the package)."""

@@ -1,0 +1,1 @@
+"""Tests of llmpdb.inspect (the tree mirrors the package)."""

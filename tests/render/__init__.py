@@ -1,0 +1,1 @@
+"""Tests of llmpdb.render (the tree mirrors the package)."""
