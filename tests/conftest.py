@@ -10,10 +10,12 @@ import pytest
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(TESTS)
-# Appended, not prepended: tests/inspect/ must never shadow the standard library's ``inspect``.
-for path in (ROOT, TESTS):
-    if path not in sys.path:
-        sys.path.append(path)
+# The checkout first (its llmpdb, not an installed one); tests/ appended, not prepended: tests/inspect/
+# must never shadow the standard library's ``inspect``.
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+if TESTS not in sys.path:
+    sys.path.append(TESTS)
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
