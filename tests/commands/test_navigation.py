@@ -220,3 +220,48 @@ def test_forward_location_through_instance_forward_wrappers_and_classes():
                                ".DDPLike.forward  ")
     assert lines[1] == f"  -> module (DDP): PlainLM.forward  {path}:{_def_line(PlainLM.forward)}"
     assert lines[2] == f"code -g +{_def_line(PlainLM.forward)} {path}"
+
+
+def test_a_pattern_matching_nothing_is_pending_and_says_what_is_near():
+    out = debug_transcript(run_generate, ["c", "bm self_atn", "bm model.layers.9.mlp", "c"])
+    assert after(out, 1) == ("module breakpoint 1: self_atn -> no module yet: armed on self_atn modules as they "
+                             "are created (nothing matches in LlamaForCausalLM now; near: self_attn, "
+                             "model.layers.1.self_attn, model.layers.0.self_attn)\n")
+    assert after(out, 2).startswith("module breakpoint 2: model.layers.9.mlp -> pending: arms on the first new "
+                                    "model whose forward runs (nothing matches in LlamaForCausalLM now; near: ")
+    assert [bp.pending for bp in module_breakpoints().breakpoints()] == [True, True]
+
+
+def test_path_pattern_before_the_model_exists_is_pending():
+    out = debug_transcript(run_no_model_yet, ["c", "bm blocks.0 --once", "b", "bm", "c", "p x.shape", "bm", "c"])
+    assert after(out, 1) == "module breakpoint 1: blocks.0, once -> pending: arms on the first model whose forward runs\n"
+    for listing in (after(out, 2), after(out, 3)):   # `b` lists it beside pdb's breakpoints, as `bm` does
+        row = [line for line in listing.splitlines() if "blocks.0" in line]
+        assert len(row) == 1 and row[0].split() == ["1", "blocks.0", "yes", "pending", "0", "0", "0"], listing
+    stop = after(out, 4)
+    assert stop.startswith("module breakpoint 1: blocks.0 (PlainAttention), hit 1 (once: now removed)\n")
+    assert "llmpdb: module breakpoint 1: blocks.0 was pending; armed on blocks.0 when PlainLM's forward ran" in stop
+    assert after(out, 5) == "torch.Size([1, 2, 32])\n"
+    assert after(out, 6) == "no module breakpoints (break-module PATTERN sets one)\n"
+
+
+def run_two_models():
+    student = plain_model(layers=1)
+    breakpoint()
+    teacher = tiny_llama()
+    with torch.no_grad():
+        student(torch.tensor([[1, 2]]))
+        return teacher(PREFILL).logits.shape
+
+
+def test_a_class_of_a_model_built_later_and_a_typo_are_pending():
+    out = debug_transcript(run_two_models, ["c", "bm LlamaMLP --once", "bm self_atn", "bm", "c",
+                                            "p type(self).__name__", "c"])
+    assert after(out, 1) == ("module breakpoint 1: LlamaMLP, once -> no module yet: armed on LlamaMLP modules "
+                             "as they are created (nothing matches in PlainLM now)\n")
+    assert after(out, 2) == ("module breakpoint 2: self_atn -> no module yet: armed on self_atn modules as they "
+                             "are created (nothing matches in PlainLM now)\n")
+    rows = [line.split() for line in after(out, 3).splitlines()[1:]]
+    assert [row[-4] for row in rows] == ["pending", "pending"]
+    assert after(out, 4).startswith("module breakpoint 1: model.layers.0.mlp (LlamaMLP), hit 1 (once: now removed)\n")
+    assert after(out, 5) == "'LlamaMLP'\n"
