@@ -234,7 +234,8 @@ def test_a_pattern_matching_nothing_is_pending_and_says_what_is_near():
 
 def test_path_pattern_before_the_model_exists_is_pending():
     out = debug_transcript(run_no_model_yet, ["c", "bm blocks.0 --once", "b", "bm", "c", "p x.shape", "bm", "c"])
-    assert after(out, 1) == "module breakpoint 1: blocks.0, once -> pending: arms on the first model whose forward runs\n"
+    assert after(out, 1) == ("module breakpoint 1: blocks.0, once -> pending: arms on the first model whose "
+                             "forward runs\n")
     for listing in (after(out, 2), after(out, 3)):   # `b` lists it beside pdb's breakpoints, as `bm` does
         row = [line for line in listing.splitlines() if "blocks.0" in line]
         assert len(row) == 1 and row[0].split() == ["1", "blocks.0", "yes", "pending", "0", "0", "0"], listing

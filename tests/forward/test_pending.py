@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -109,11 +110,8 @@ def test_pending_before_import_torch_arms_after_the_import(tmp_path):
             model(torch.tensor([[1, 2]]))
         print(hooks, len(torch.nn.modules.module._global_forward_pre_hooks), stops)
     """))
-    from tiny_models import __file__ as tiny_file
-    import os
-
-    root = os.path.dirname(os.path.dirname(tiny_file))
-    result = subprocess.run([sys.executable, str(script), os.path.dirname(tiny_file)], capture_output=True,
-                            text=True, timeout=120, env={**os.environ, "PYTHONPATH": root})
+    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    result = subprocess.run([sys.executable, str(script), tests], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": os.path.dirname(tests)})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "1 0 ['module breakpoint 1: blocks.1 (PlainAttention), hit 1']"
