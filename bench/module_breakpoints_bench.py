@@ -12,9 +12,13 @@ of each is divided by the median of "none":
                     only torch's module-registration hook is installed)
 - cond false:       ``break-module model.layers.1.self_attn if hidden_states.shape[1] < 0`` (matches on
                     every step; the condition is evaluated in the forward frame and never holds)
-- global hook:      for comparison, a no-op ``register_module_forward_pre_hook`` (what a global hook
-                    would cost every module call; llmpdb only uses one for a single call after a new
-                    module is registered)
+- pending:          a pending breakpoint (``vision_tower.blocks.0``: matches no model yet), so llmpdb's
+                    root watch, a global forward pre-hook, stays installed; this model was looked at on
+                    its first call, so each later module call costs one dict lookup in the hook
+- global hook:      for comparison, a no-op ``register_module_forward_pre_hook`` (the floor of any
+                    global hook: torch leaves its hook-free fast path for every module call)
+
+With nothing pending ("none", "armed elsewhere", "cond false") no global hook is installed at all.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
+sys.path.insert(0, ROOT)
+sys.path.append(os.path.join(ROOT, "tests"))  # appended: tests/inspect/ must not shadow the stdlib inspect
 
 import torch  # noqa: E402
 
@@ -76,6 +81,18 @@ def main(argv=None) -> None:
         assert bp.calls == args.tokens and bp.stops == 0, (bp.calls, bp.stops)
         return elapsed
 
+    def variant_pending():
+        engine = ModuleBreakpointEngine(_never_stop)
+        bp = engine.add("vision_tower.blocks.0", [], pending=True)
+        hooks = torch.nn.modules.module._global_forward_pre_hooks
+        try:
+            assert len(hooks) == 1, "the root watch is installed while a breakpoint is pending"
+            elapsed = run()
+        finally:
+            engine.clear()
+        assert bp.pending and not hooks, "still pending; the root watch went with the breakpoint"
+        return elapsed
+
     def variant_global_hook():
         handle = torch.nn.modules.module.register_module_forward_pre_hook(lambda module, inputs: None)
         try:
@@ -84,7 +101,7 @@ def main(argv=None) -> None:
             handle.remove()
 
     variants = {"none": variant_none, "armed elsewhere": variant_elsewhere, "cond false": variant_cond_false,
-                "global hook": variant_global_hook}
+                "pending": variant_pending, "global hook": variant_global_hook}
     for func in variants.values():  # warm up every path once
         func()
     times = {name: [] for name in variants}

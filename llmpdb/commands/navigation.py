@@ -1,15 +1,17 @@
-"""Model-aware navigation: ``stack-model``, ``model``, ``break-module``, ``clear-module``, ``where-forward``.
+"""Model-aware navigation: ``stack-model``, ``root-model``, ``break-module``, ``clear-module``, ``where-forward``.
 
 Usage (at the prompt)::
 
     stack-model [--all]        sm      the stack as the model sees it, with the path header
-    model [EXPR | --auto]              show or set the root model that names modules (also root-model)
+    root-model [EXPR | --auto]         show or set the root model that names modules (alias: model)
     break-module PATTERN [if CONDITION] [--after N] [--once]    bm
     clear-module N|all
     where-forward [EXPR] [--edit]      wf
 
 ``render_stop_header(frame)`` is the one-line path summary; it is registered as a stop note, so it is
-printed at every stop where a model is in sight.
+printed at every stop where a model is in sight. With two models of one class in sight (a teacher and a
+student), module names start with the root's variable (``teacher.model.layers.1``). Every read of a
+frame's locals goes through ``frame_locals``, so edits made at the prompt (``!x = 99``) stand.
 """
 
 from __future__ import annotations
@@ -17,9 +19,12 @@ from __future__ import annotations
 import weakref
 
 from ..inspect.forward_location import forward_location
+from ..inspect.frames import frame_locals
+from ..inspect.module_compile import compiled_warning
 from ..inspect.modules import (frame_stack, is_module, is_plumbing, model_stack, models_in, top_level_models,
                                unwrap_model)
 from ..inspect.path_summary import path_summary
+from ..inspect.root_names import ambiguous_root_names, models_in_sight, tree_root_names
 from ..forward.breakpoints import NoModuleMatch, module_breakpoints
 from ..render.modules import (render_forward_location, render_model_stack, render_module_breakpoints,
                               render_path_summary)
@@ -49,7 +54,7 @@ def _root_state() -> dict:
 
 
 def user_root():
-    """Usage: ``user_root()``; the root model set with ``model EXPR``, or None (automatic)."""
+    """Usage: ``user_root()``; the root model set with ``root-model EXPR``, or None (automatic)."""
     ref = _root_state().get("ref")
     return ref() if ref is not None else None
 
@@ -63,13 +68,28 @@ def set_user_root(module, expr: str | None = None) -> None:
         state["expr"] = expr
 
 
+def _tree_names(stack, index: int, entries) -> dict[int, str]:
+    """``{tree: variable}`` for the models on the stack, when two models of one class are in sight."""
+    names = ambiguous_root_names(models_in_sight(stack, index))
+    return tree_root_names(entries, names) if names else {}
+
+
+def _path_header(stack, index: int, style: Style | None) -> str | None:
+    summary = path_summary(stack, index, user_root())
+    root_name = None
+    if summary.module is not None:
+        trees = _tree_names(stack, index, model_stack(stack[: index + 1], user_root()))
+        root_name = trees.get(summary.module.tree)
+    return render_path_summary(summary, style, root_name=root_name)
+
+
 def render_stop_header(frame, style: Style | None = None) -> str | None:
     """Usage: ``render_stop_header(frame)`` -> ``"path: eval, no_grad, ... | model.layers.1.self_attn
     (LlamaAttention)"``, or None when no module runs on the stack and no model was set."""
     if frame is None:
         return None
     stack = frame_stack(frame)
-    return render_path_summary(path_summary(stack, len(stack) - 1, user_root()), style)
+    return _path_header(stack, len(stack) - 1, style)
 
 
 @register_stop_note
@@ -85,15 +105,32 @@ def model_path_note(frame, debugger) -> str | None:
     return render_stop_header(frame, style_of() if callable(style_of) else None)
 
 
+def _pending_text(pattern: str, roots: list, near) -> str:
+    """What a pending breakpoint waits for, said when it is set."""
+    if "." in pattern:
+        text = f"pending: arms on the first {'new ' if roots else ''}model whose forward runs"
+    else:
+        text = f"no module yet: armed on {pattern} modules as they are created"
+    if roots:
+        classes = ", ".join(dict.fromkeys(type(r).__name__ for r in roots))
+        text += f" (nothing matches in {classes} now{'; near: ' + ', '.join(near) if near else ''})"
+    return text
+
+
 class NavigationCommands:
     """Command mixin: the stack as the model sees it, module breakpoints, where a forward is defined."""
 
     # ---- helpers ------------------------------------------------------------------------------------
     def _nav_roots(self) -> tuple[list, str]:
         """The root models and where they came from ("set", "stack" or "locals")."""
+        pairs, source = self._nav_root_pairs()
+        return [m for _, m in pairs], source
+
+    def _nav_root_pairs(self) -> tuple[list[tuple[str, object]], str]:
+        """``[(variable or "", root)]`` and where they came from ("set", "stack" or "locals")."""
         root = user_root()
         if root is not None:
-            return [root], "set"
+            return [(_root_state().get("expr") or "", root)], "set"
         stack = self.stack_frames()
         entries = model_stack(stack[: self.current_index() + 1] if stack else stack)
         firsts = {}
@@ -101,9 +138,33 @@ class NavigationCommands:
             if entry.module is not None and entry.module.tree not in firsts:
                 firsts[entry.module.tree] = entry.module.module
         if firsts:
-            return [m for _, m in top_level_models([("", firsts[k]) for k in sorted(firsts)])], "stack"
-        found = models_in(self.frame_locals()) or models_in(self.frame_globals())
-        return [m for _, m in found], "locals"
+            roots = [m for _, m in top_level_models([("", firsts[k]) for k in sorted(firsts)])]
+            names = self._nav_names(roots)
+            return [((names.get(id(r)) or [""])[0], r) for r in roots], "stack"
+        return models_in(self.frame_locals()) or models_in(self.frame_globals()), "locals"
+
+    def _nav_names(self, roots: list) -> dict[int, list[str]]:
+        """``{id(root): [variables]}``: the names the roots are bound to in the user's frames, the current
+        frame first. Locals are read through ``frame_locals`` (never ``frame.f_locals``, which on 3.11/3.12
+        re-reads the frame and undoes an edit made at the prompt)."""
+        found: dict[int, list[str]] = {}
+        ids = {id(r) for r in roots}
+        current = self.current_frame()
+        frames = [current] if current is not None else []
+        frames += [f for f, _ in reversed(self.stack_frames()) if f is not current and not is_plumbing(f)]
+        for frame in frames:
+            spaces = [self.frame_locals() if frame is current else frame_locals(frame)]
+            try:
+                spaces.append(dict(frame.f_globals))
+            except Exception:  # globals that cannot be listed: the locals still count
+                pass
+            for space in spaces:
+                for name, value in space.items():
+                    if name != "self" and id(value) in ids and any(value is r for r in roots):
+                        entry = found.setdefault(id(value), [])
+                        if name not in entry:
+                            entry.append(name)
+        return found
 
     def _nav_aliases(self, roots: list) -> list[str]:
         """Names the roots are bound to in the user's frames (``model`` for ``model.model.layers.1``)."""
@@ -111,18 +172,8 @@ class NavigationCommands:
         expr = _root_state().get("expr")
         if expr and user_root() is not None:
             names.append(expr)
-        frames = [f for f, _ in self.stack_frames() if not is_plumbing(f)] or [self.current_frame()]
-        for frame in frames:
-            if frame is None:
-                continue
-            for space in (frame.f_locals, frame.f_globals):
-                try:
-                    items = list(space.items())
-                except Exception:  # a frame whose locals cannot be read
-                    continue
-                for name, value in items:
-                    if name != "self" and any(value is r for r in roots) and name not in names:
-                        names.append(name)
+        for entry in self._nav_names(roots).values():
+            names.extend(n for n in entry if n not in names)
         return names
 
     # ---- commands -------------------------------------------------------------------------------------
@@ -143,26 +194,28 @@ class NavigationCommands:
             raise CommandError("no stack (the program is not stopped in a frame)")
         style = self.out_style()
         index = self.current_index()
-        header = render_path_summary(path_summary(stack, index, user_root()), style)
+        header = _path_header(stack, index, style)
         if header:
             self.message(header)
         entries = model_stack(stack, user_root())
         self.message(render_model_stack(entries, current=index, show_all=args.flag("--all"),
-                                        width=self.out_width(), style=style))
+                                        width=self.out_width(), style=style,
+                                        root_names=_tree_names(stack, index, entries)))
 
     do_sm = do_stack_model
 
     @command
-    def do_model(self, arg):
-        """model [EXPR | --auto]
+    def do_root_model(self, arg):
+        """root-model [EXPR | --auto]
         Show the root model whose named_modules() give the qualified names, or set it to EXPR (a module
         evaluated in the current frame). By default the root is the outermost module running on the stack,
-        else the top-level module among the current frame's variables. --auto goes back to that.
-        Also typed root-model: where a variable is called `model`, pdb++ prints the variable instead."""
+        else the top-level module among the current frame's variables; with several, each is named by its
+        variable. --auto goes back to that.
+        Alias: model (under pdb++ a local named `model` is printed instead; use root-model)."""
         arg = (arg or "").strip()
         if arg == "--auto":
             set_user_root(None)
-            self.message("model: automatic (the outermost module on the stack)")
+            self.message("root-model: automatic (the outermost module on the stack)")
             return
         if arg:
             value = self.eval_in_frame(arg)
@@ -171,23 +224,29 @@ class NavigationCommands:
             set_user_root(value, arg)
             inner, chain = unwrap_model(value)
             via = "".join(f" -> {attr} ({kind})" for _, kind, attr in chain)
-            self.message(f"model: {arg} = {type(value).__name__}{via}; names are relative to "
+            self.message(f"root-model: {arg} = {type(value).__name__}{via}; names are relative to "
                          f"{type(inner).__name__}")
             return
-        roots, source = self._nav_roots()
-        if not roots:
-            self.message("model: none in sight (no module on the stack or in the current frame); "
-                         "set one with `model EXPR`")
+        pairs, source = self._nav_root_pairs()
+        if not pairs:
+            self.message("root-model: none in sight (no module on the stack or in the current frame); "
+                         "set one with `root-model EXPR`")
             return
-        where = {"set": f"set with `model {_root_state().get('expr')}`",
+        where = {"set": f"set with `root-model {_root_state().get('expr')}`",
                  "stack": "the outermost module on the stack",
                  "locals": "found among the current frame's variables"}[source]
-        for root in roots:
+        for name, root in pairs:
             inner, chain = unwrap_model(root)
             via = "".join(f" -> {attr} ({kind})" for _, kind, attr in chain)
-            self.message(f"model: {type(root).__name__}{via} ({where})")
+            named = f"{name} = " if name and len(pairs) > 1 else ""
+            self.message(f"root-model: {named}{type(root).__name__}{via} ({where})")
 
-    do_root_model = do_model
+    @command
+    def do_model(self, arg):
+        """model [EXPR | --auto]
+        The short name of root-model (help root-model). It exists because it is short, but under pdb++ a
+        local named `model` is printed instead of running this command; use root-model."""
+        return self.do_root_model(arg)
 
     @command
     def do_break_module(self, arg):
@@ -196,8 +255,11 @@ class NavigationCommands:
         frame with its arguments as locals. PATTERN is a qualified name from the root model
         (model.layers.1.self_attn; a dotted suffix such as layers.1.self_attn is enough), a glob
         (layers.*.mlp, *self_attn; * stays within one dotted part, ** crosses dots) or a class name
-        (LlamaAttention, *Attention; a class name can be armed before the model exists). Only matching
-        modules get a hook; the others run at full speed.
+        (LlamaAttention, *Attention). Only matching modules get a hook; the others run at full speed.
+        A pattern that matches nothing yet stays pending (listed as such): it arms on the first matching
+        module created (a class name) or on the first new model whose forward runs, so it can be set at
+        a script's first line, before the model exists. A module that runs under torch.compile never
+        stops (dynamo skips its Python forward): a warning says so; `python -m llmpdb --no-compile`.
           if CONDITION  evaluated in the forward frame, e.g.  if hidden_states.shape[1] > 1  (prefill only)
           --after N     skip the first N hits (where CONDITION held)
           --once        remove the breakpoint after its first stop
@@ -226,13 +288,11 @@ class NavigationCommands:
             raise CommandError("a PATTERN is required (usage: break-module PATTERN [if CONDITION] ...)")
         if pattern.startswith("-"):
             raise CommandError(f"unknown option {pattern!r}")
-        roots, _ = self._nav_roots()
-        if not roots and "." in pattern:
-            raise CommandError("no model in sight: stop inside a forward, or set one with `model EXPR` "
-                               "(a class name such as LlamaAttention can be armed before the model exists)")
+        pairs, _ = self._nav_root_pairs()
+        roots = [m for _, m in pairs]
         try:
             bp = engine.add(pattern, roots, condition=condition, after=after, once=once,
-                            aliases=self._nav_aliases(roots))
+                            aliases=self._nav_aliases(roots), names=[n for n, _ in pairs], pending=True)
         except NoModuleMatch as exc:
             raise CommandError(str(exc)) from None
         except SyntaxError as exc:
@@ -240,10 +300,13 @@ class NavigationCommands:
         modules = sorted(bp.labels.values())
         shown = ", ".join(modules[:4]) + (f", ... ({len(modules)} modules)" if len(modules) > 4 else "")
         if not modules:
-            shown = f"no module yet: armed on {pattern} modules as they are created"
+            shown = _pending_text(pattern, roots, bp.near)
         extra = "".join([f" if {condition}" if condition else "", f", after {after}" if after else "",
                          ", once" if once else ""])
         self.message(f"module breakpoint {bp.number}: {pattern}{extra} -> {shown}")
+        warning = compiled_warning(pattern, roots, bp.aliases) if modules else None
+        if warning:
+            self.message(self.out_style().warn(f"  {warning}"))
 
     do_bm = do_break_module
 

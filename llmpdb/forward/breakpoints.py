@@ -16,14 +16,24 @@ trace is removed as soon as the forward starts, or when the module call returns 
 
 Patterns: a qualified name from the root (``model.layers.1.self_attn``; a dotted suffix is enough:
 ``layers.1.self_attn``), a glob (``layers.*.mlp``, ``*self_attn``; ``*`` stays within one dotted part,
-``**`` crosses dots) or a class name (``LlamaAttention``, ``*Attention``; with no model yet, a class
-pattern is armed on matching modules as they are created, even before ``import torch``). A leading name the root is bound to (``model.model.layers.1`` when the
-root is ``model``) is accepted. Modules created after arming are found through torch's
-module-registration hook: a module attached to a known model makes the next module call (one, via a
-one-shot global pre-hook) re-match; a new module elsewhere is checked against class patterns only;
-re-registering a known module (``self.layers[:n]`` at every forward) costs one dict lookup. Measured in
+``**`` crosses dots) or a class name (``LlamaAttention``, ``*Attention``). A leading name the root is
+bound to (``model.model.layers.1`` when the root is ``model``) is accepted.
+
+Pending breakpoints (``add(..., pending=True)``): a pattern that matches nothing yet waits, like gdb's
+pending breakpoints, even before ``import torch``. A class pattern arms on matching modules as they are
+created; any pattern arms on the first model not seen before whose forward runs (a global forward
+pre-hook, ``pending.RootWatch``, installed only while something is pending). Two roots whose matches
+have the same name (two copies of a model) are told apart by the names given with the roots:
+``student.model.layers.1.mlp``, ``teacher.model.layers.1.mlp``.
+
+Modules created after arming are found through torch's module-registration hook: a module attached
+to a known model makes the next module call (one, via a one-shot global pre-hook) re-match; a new
+module elsewhere is checked against class patterns only; re-registering a known module
+(``self.layers[:n]`` at every forward) costs one dict lookup. Measured in
 ``bench/module_breakpoints_bench.py``: a breakpoint armed elsewhere costs a tiny Llama ``generate()``
-nothing measurable; one on a module called every step, with a false condition, about 10-15%.
+nothing measurable; one on a module called every step, with a false condition, about 10-15%; while a
+breakpoint is pending, about 12% (the global pre-hook: torch leaves its hook-free fast path, about 8%
+with a no-op hook, plus one dict lookup); with nothing pending no global hook is installed.
 """
 
 from __future__ import annotations
@@ -35,10 +45,13 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..inspect.module_match import ModuleMatch, NoModuleMatch, class_matches, is_glob, match_modules, near_names
+from ..inspect.frames import frame_locals
+from ..inspect.module_compile import compiled_warning
 from ..inspect.modules import code_of, frame_stack, is_module, module_frames
 from ..session import SESSION
 from .arming import AfterImport, register_pre_hook, remove_after_imports
 from .one_shot import OneShotTrace, hook_caller
+from .pending import RootWatch
 
 __all__ = ["ModuleBreakpoint", "ModuleBreakpointEngine", "ModuleMatch", "NoModuleMatch", "match_modules",
            "module_breakpoints", "near_names", "is_glob"]
@@ -60,21 +73,52 @@ class ModuleBreakpoint:
     code: object = field(default=None, repr=False)
     roots: list = field(default_factory=list, repr=False)  # weak references to the roots
     aliases: tuple[str, ...] = ()
+    root_names: dict[int, str] = field(default_factory=dict)  # id(root) -> variable, when names collide
+    near: tuple[str, ...] = ()         # closest names in the models in sight when it was set pending
 
     @property
     def module_count(self) -> int:
         return len(self.labels)
 
+    @property
+    def pending(self) -> bool:
+        """Armed on no module yet: waits for a matching module to be created or a new model to run."""
+        return not self.labels
 
-def _stack_name(frame, module) -> str | None:
-    """The module's qualified name on the stack that reached ``frame`` (its root may be newer than the bp)."""
+
+def _stack_name(frame, module, root_names: dict[int, str] | None = None) -> str | None:
+    """The module's qualified name on the stack that reached ``frame`` (its root may be newer than the bp);
+    with ``root_names`` (``{id(root): variable}``) it starts with the variable of the root on the stack."""
     try:
-        for record in reversed(module_frames(frame_stack(frame))):
+        records = module_frames(frame_stack(frame))
+        for record in reversed(records):
             if record.module is module:
+                outer = next(r for r in records if r.tree == record.tree)
+                prefix = (root_names or {}).get(id(outer.module))
+                if prefix:
+                    return f"{prefix}.{record.qualname}" if record.qualname else prefix
                 return record.qualname or f"(root {type(module).__name__})"
     except Exception as exc:  # naming is a nicety: never let it prevent the stop
         return f"({type(module).__name__}; naming failed: {type(exc).__name__})"
     return None
+
+
+def _labelled(matches, names: dict[int, str]) -> tuple[list[tuple[object, str]], dict[int, str]]:
+    """``[(module, label)]`` for ``matches``; when two roots give the same label, every label starts with
+    its root's variable (``student.model.layers.1.mlp``). Returns the root names used (``{}`` if none)."""
+    roots_by_label: dict[str, set[int]] = {}
+    for match in matches:
+        roots_by_label.setdefault(match.label, set()).add(id(match.root))
+    if all(len(ids) == 1 for ids in roots_by_label.values()):
+        return [(m.module, m.label) for m in matches], {}
+    used: dict[int, str] = {}
+    out = []
+    for match in matches:
+        prefix = names.get(id(match.root)) or f"({type(match.root).__name__})"
+        used[id(match.root)] = prefix
+        name = match.names[0] if match.names else ""
+        out.append((match.module, f"{prefix}.{name}" if name else prefix))
+    return out, used
 
 
 def _default_stopper(frame, header: str) -> None:
@@ -109,6 +153,7 @@ class ModuleBreakpointEngine:
         self._armed: dict[int, tuple[object, object, set[int]]] = {}  # id -> (weakref, handle, numbers)
         self._registration = None
         self._rematch = None
+        self._roots = RootWatch(self._on_new_root)  # installed while a breakpoint is pending
         self._known: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # modules under the roots
         self.messages: list[str] = []  # problems met while running (a condition that raised...)
 
@@ -128,20 +173,31 @@ class ModuleBreakpointEngine:
         return [self._bps[n] for n in sorted(self._bps)]
 
     def add(self, pattern: str, roots, condition: str | None = None, after: int = 0, once: bool = False,
-            aliases=()) -> ModuleBreakpoint:
-        """Arm a breakpoint; raises ``NoModuleMatch`` (with near names) or ``SyntaxError`` (condition)."""
-        roots = [r for r in roots if is_module(r)]
+            aliases=(), names=(), pending: bool = False) -> ModuleBreakpoint:
+        """Arm a breakpoint; raises ``NoModuleMatch`` (with near names) or ``SyntaxError`` (condition).
+
+        ``names`` are the variables the ``roots`` are bound to (same order; they tell two copies of a model
+        apart). With ``pending`` a pattern that matches nothing waits for a module created later or a
+        model whose forward runs later (``bp.pending``); without it only a class pattern with no model
+        may wait."""
+        pairs = [(r, n) for r, n in zip(roots, list(names) + [""] * len(roots)) if is_module(r)]
+        roots = [r for r, _ in pairs]
         code = compile(condition, "<break-module condition>", "eval") if condition else None
+        if not pattern.strip():
+            raise NoModuleMatch(pattern, [])
         matches = match_modules(pattern, roots, aliases)
-        if not matches and (roots or "." in pattern or not pattern.strip()):
-            raise NoModuleMatch(pattern, near_names(pattern, roots))
-        # No model yet and a class pattern: armed on matching modules as they are created.
+        near: list[str] = []
+        if not matches:
+            near = near_names(pattern, roots)
+            if not pending and (roots or "." in pattern):
+                raise NoModuleMatch(pattern, near)
         bp = ModuleBreakpoint(self._next, pattern, condition or None, max(0, int(after)), once, code=code,
-                              roots=[weakref.ref(r) for r in roots], aliases=tuple(aliases))
+                              roots=[weakref.ref(r) for r in roots], aliases=tuple(aliases), near=tuple(near))
         self._next += 1
         self._bps[bp.number] = bp
-        for match in matches:
-            self._arm(match.module, bp, match.label)
+        labelled, bp.root_names = _labelled(matches, {id(r): n for r, n in pairs if n})
+        for module, label in labelled:
+            self._arm(module, bp, label)
         self._remember(roots)
         self._watch_registrations()
         return bp
@@ -158,6 +214,7 @@ class ModuleBreakpointEngine:
             self._unwatch()
             self._known.clear()
             remove_after_imports()
+        self._update_root_watch()
         return bp
 
     def clear(self) -> int:
@@ -181,20 +238,58 @@ class ModuleBreakpointEngine:
         return sys.modules.get("torch.nn.modules.module")
 
     def _watch_registrations(self) -> None:
+        """Install torch's module-registration hook (any breakpoint) and the root watch (a pending one);
+        before ``import torch``, once torch's module class exists."""
         api = self._torch_module_api()
-        if api is None:  # torch is not imported yet (a class pattern set at the script's first line)
+        if api is None:  # torch is not imported yet (a pattern set at the script's first line)
             if not any(isinstance(f, AfterImport) for f in sys.meta_path):
                 sys.meta_path.insert(0, AfterImport(_TORCH_MODULE, lambda module: self._watch_registrations()))
             return
         if self._registration is None and self._bps and hasattr(api, "register_module_module_registration_hook"):
             self._registration = api.register_module_module_registration_hook(self._on_register)
+        self._update_root_watch()
+
+    def _update_root_watch(self) -> None:
+        """The global pre-hook exists exactly while some breakpoint is pending (and torch is loaded)."""
+        api = self._torch_module_api()
+        if any(bp.pending for bp in self._bps.values()):
+            if api is not None and hasattr(api, "register_module_forward_pre_hook") and self._roots.install(api):
+                self._roots.mark(self._known.values())  # the models in sight matched nothing already
+        else:
+            self._roots.remove()
 
     def _unwatch(self) -> None:
+        self._roots.remove()
         for attr in ("_registration", "_rematch"):
             handle = getattr(self, attr)
             if handle is not None:
                 handle.remove()
                 setattr(self, attr, None)
+
+    @_guarded
+    def _on_new_root(self, module, args):
+        """The first call of a model not seen before, while a breakpoint is pending: match it as a root."""
+        pending = [bp for bp in self.breakpoints() if bp.pending]
+        self._roots.mark(module.modules())
+        newly = False
+        for bp in pending:
+            matches = match_modules(bp.pattern, [module], bp.aliases)
+            if not matches:
+                continue
+            bp.roots.append(weakref.ref(module))
+            for match in matches:
+                newly = self._arm(match.module, bp, match.label) and match.module is module or newly
+            self._remember([module])
+            shown = ", ".join(sorted(bp.labels.values())[:4]) + (", ..." if len(bp.labels) > 4 else "")
+            self.messages.append(f"module breakpoint {bp.number}: {bp.pattern} was pending; armed on {shown} "
+                                 f"when {type(module).__name__}'s forward ran")
+            warning = compiled_warning(bp.pattern, [module], bp.aliases)
+            if warning:
+                self.messages.append(f"module breakpoint {bp.number}: {warning}")
+        self._update_root_watch()
+        if newly:  # its own pre-hook was registered too late for this call
+            self._pre_hook(module, args, caller=hook_caller(sys._getframe(1)))
+        return None
 
     @_guarded
     def _on_register(self, parent, name, child):
@@ -205,8 +300,10 @@ class ModuleBreakpointEngine:
         checked only against class patterns; if its parent joins a model later, that event re-matches."""
         if child is None or not self._bps:
             return None
-        if self._known.get(id(child)) is child:
+        if self._known.get(id(child)) is child or self._roots.seen(child):
             return None
+        if self._roots.seen(parent):  # a model already looked at grew: look at it again at its next call
+            self._roots.forget()
         if self._known.get(id(parent)) is parent:
             if self._rematch is None:
                 api = self._torch_module_api()
@@ -219,7 +316,10 @@ class ModuleBreakpointEngine:
             cls = type(module).__name__
             for bp in self.breakpoints():
                 if class_matches(bp.pattern, cls, is_glob(bp.pattern)):
+                    was_pending = bp.pending
                     self._arm(module, bp, f"new {cls}")
+                    if was_pending:
+                        self._update_root_watch()
         return None
 
     def _remember(self, roots) -> None:
@@ -294,7 +394,7 @@ class ModuleBreakpointEngine:
                 continue
             if bp.code is not None:
                 try:
-                    held = bool(eval(bp.code, frame.f_globals, frame.f_locals))
+                    held = bool(eval(bp.code, frame.f_globals, frame_locals(frame)))
                 except Exception as exc:
                     held = True  # like pdb: a condition that raises stops, and says why
                     notes.append(f"condition {bp.condition!r} raised {type(exc).__name__}: {exc}")
@@ -311,7 +411,7 @@ class ModuleBreakpointEngine:
             if bp.once:
                 self.remove(bp.number)
         bp = fired[0]
-        name = _stack_name(frame, module) or bp.labels.get(id(module)) or type(module).__name__
+        name = _stack_name(frame, module, bp.root_names) or bp.labels.get(id(module)) or type(module).__name__
         header = f"module breakpoint {bp.number}: {name} ({type(module).__name__}), hit {bp.hits}"
         if bp.condition:
             header += f", if {bp.condition}"

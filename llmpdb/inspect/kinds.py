@@ -52,7 +52,7 @@ def is_module(obj: Any) -> bool:
     With torch loaded: ``type(x)`` subclasses ``torch.nn.Module``. Otherwise (a module-like object of a
     framework llmpdb does not know), its type must define both ``named_modules`` and ``forward``.
     """
-    if obj is None or isinstance(obj, type):
+    if obj is None or issubclass(type(obj), type):  # never isinstance: it reads obj.__class__
         return False
     module_type = getattr(sys.modules.get("torch.nn.modules.module"), "Module", None)
     if isinstance(module_type, type) and issubclass(type(obj), module_type):

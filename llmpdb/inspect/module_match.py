@@ -42,6 +42,7 @@ class ModuleMatch:
     module: object = field(repr=False, compare=False)
     names: tuple[str, ...]
     class_name: str
+    root: object = field(default=None, repr=False, compare=False)   # the root it was found under
 
     @property
     def label(self) -> str:
@@ -117,7 +118,7 @@ def _match_one(pattern: str, roots) -> list[ModuleMatch]:
             all_names = names.names_of(module)
             cls = type(module).__name__
             if any(_name_matches(pattern, n, glob) for n in all_names) or class_matches(pattern, cls, glob):
-                found[id(module)] = ModuleMatch(module, tuple(all_names), cls)
+                found[id(module)] = ModuleMatch(module, tuple(all_names), cls, root)
     return list(found.values())
 
 
@@ -131,7 +132,7 @@ def match_modules(pattern: str, roots, aliases=()) -> list[ModuleMatch]:
         return found
     for alias in aliases:
         if pattern == alias:
-            return [ModuleMatch(r, ("",), type(r).__name__) for r in roots]
+            return [ModuleMatch(r, ("",), type(r).__name__, r) for r in roots]
         if alias and pattern.startswith(alias + "."):
             found = _match_one(pattern[len(alias) + 1:], roots)
             if found:

@@ -27,19 +27,26 @@ __all__ = ["module_label", "render_model_stack", "render_path_summary", "render_
            "render_forward_location"]
 
 
-def module_label(frame: ModuleFrame, *, others: bool = True) -> str:
+def module_label(frame: ModuleFrame, *, others: bool = True, root_name: str | None = None) -> str:
     """Usage: ``module_label(mf)`` -> ``"model.layers.1.self_attn"``, ``"(root)"``, ``"[2] encoder"``...
 
     A wrapper's frame reads ``(torch.compile wrapper)``; a second model on the stack gets a ``[2] `` prefix;
     a shared module lists its other names: ``encoder.embed_tokens (also shared, decoder.embed_tokens)``.
+    With ``root_name`` (the variable of the root, given when two models of one class are in sight) names
+    start with it: ``teacher``, ``teacher.model.layers.1``, ``teacher (torch.compile wrapper)``.
     """
+    def named(qualname: str) -> str:
+        if root_name:
+            return f"{root_name}.{qualname}" if qualname else root_name
+        return qualname or ROOT_LABEL
+
     if frame.wrapper:
-        text = f"({frame.wrapper} wrapper)"
+        text = f"{root_name} ({frame.wrapper} wrapper)" if root_name else f"({frame.wrapper} wrapper)"
     else:
-        text = frame.qualname or ROOT_LABEL
-    if frame.tree:
+        text = named(frame.qualname)
+    if frame.tree and not root_name:
         text = f"[{frame.tree + 1}] {text}"
-    extra = [n or ROOT_LABEL for n in frame.other_names] if others and not frame.wrapper else []
+    extra = [named(n) for n in frame.other_names] if others and not frame.wrapper else []
     if extra:
         text += f" (also {', '.join(extra)})"
     return text
@@ -51,7 +58,7 @@ def _short_func(entry: StackEntry) -> str:
     return entry.func.replace("<locals>.", "")
 
 
-def _stack_rows(entries, current, show_all, style, tensor_names: bool):
+def _stack_rows(entries, current, show_all, style, tensor_names: bool, root_names):
     rows = []
     hidden = 0
     for entry in entries:
@@ -67,7 +74,8 @@ def _stack_rows(entries, current, show_all, style, tensor_names: bool):
                 if not tensor_names:
                     tensor = tensor.split(" ", 1)[1]
             cls = record.class_name if record.func == "forward" else f"{record.class_name} ({record.func})"
-            rows.append([number, module_label(record), cls, record.location, tensor])
+            label = module_label(record, root_name=root_names.get(record.tree))
+            rows.append([number, label, cls, record.location, tensor])
         elif entry.hidden:
             rows.append([style.dim(number), style.dim(_short_func(entry) + "()"), "", style.dim(entry.location), ""])
         else:
@@ -76,15 +84,17 @@ def _stack_rows(entries, current, show_all, style, tensor_names: bool):
 
 
 def render_model_stack(entries: Sequence[StackEntry], *, current: int | None = None, show_all: bool = False,
-                       width: int = 100, style: Style | None = None) -> str:
+                       width: int = 100, style: Style | None = None, root_names: dict | None = None) -> str:
     """Rows: module frames (qualified name, class, file:line, first tensor argument), your own code as
     ``function()``, and the plumbing only with ``show_all``; ``>#N`` marks the ``current`` frame.
+    ``root_names`` (``{tree: variable}``) names the rows of those models from their variable.
 
     When the table is wider than ``width`` it gives up, in turn: the tensor argument's name, the tensor
     column, the class column; then the module column is cut in the middle."""
     style = style or Style()
     headers = ["#", "module / code", "class", "at", "first tensor"]
-    rows, hidden = _stack_rows(entries, current, show_all, style, tensor_names=True)
+    root_names = root_names or {}
+    rows, hidden = _stack_rows(entries, current, show_all, style, tensor_names=True, root_names=root_names)
     if not rows:
         return "stack-model: no frames"
 
@@ -94,7 +104,7 @@ def render_model_stack(entries: Sequence[StackEntry], *, current: int | None = N
 
     columns = [0, 1, 2, 3, 4]
     if too_wide(rows, columns):
-        rows, hidden = _stack_rows(entries, current, show_all, style, tensor_names=False)
+        rows, hidden = _stack_rows(entries, current, show_all, style, tensor_names=False, root_names=root_names)
     for drop in (4, 2):
         if too_wide(rows, columns):
             columns.remove(drop)
@@ -102,15 +112,16 @@ def render_model_stack(entries: Sequence[StackEntry], *, current: int | None = N
     text = render_table([headers[i] for i in columns], table, width=width, shrink=(1,), right=(0,),
                         min_width=12, style=style)
     if not any(e.module is not None for e in entries):
-        text += "\n" + style.dim("(no module forward on the stack: set the model with `model EXPR`)")
+        text += "\n" + style.dim("(no module forward on the stack: set the model with `root-model EXPR`)")
     if hidden:
         text += "\n" + style.dim(f"({hidden} plumbing frames hidden: stack-model --all shows them)")
     return text
 
 
-def render_path_summary(summary: PathSummary, style: Style | None = None) -> str | None:
+def render_path_summary(summary: PathSummary, style: Style | None = None, root_name: str | None = None) -> str | None:
     """Usage: ``render_path_summary(s)`` -> ``"path: eval, no_grad, generate(), cache DynamicCache len 7,
-    attn sdpa | model.layers.1.self_attn (LlamaAttention)"``; None when no model is in sight."""
+    attn sdpa | model.layers.1.self_attn (LlamaAttention)"``; None when no model is in sight.
+    ``root_name`` names the module from the root's variable (``teacher.model.layers.1.self_attn``)."""
     style = style or Style()
     if summary.module is None and summary.model_class is None:
         return None
@@ -138,20 +149,23 @@ def render_path_summary(summary: PathSummary, style: Style | None = None) -> str
     if summary.compiled:
         parts.append(style.warn("torch.compile"))
     if summary.module is not None:
-        where = f"{module_label(summary.module, others=False)} ({summary.module.class_name})"
+        where = f"{module_label(summary.module, others=False, root_name=root_name)} ({summary.module.class_name})"
     else:
         where = f"model {summary.model_class} (not in a forward)"
     return f"{style.header('path:')} {', '.join(parts)} | {where}"
 
 
 def render_module_breakpoints(breakpoints: Sequence, *, width: int = 100, style: Style | None = None) -> str:
-    """Usage: ``render_module_breakpoints(engine.breakpoints())``; a table, or a line saying there are none."""
+    """Usage: ``render_module_breakpoints(engine.breakpoints())``; a table, or a line saying there are none.
+    A breakpoint armed on no module yet reads ``pending`` in the "armed on" column."""
     if not breakpoints:
         return "no module breakpoints (break-module PATTERN sets one)"
     rows = []
     for bp in breakpoints:
         modules = sorted(bp.labels.values())
-        if len(modules) == 1 and modules[0] != bp.pattern:
+        if not modules:
+            where = "pending"
+        elif len(modules) == 1 and modules[0] != bp.pattern:
             where = modules[0]
         else:
             where = plural(len(modules), "module")

@@ -95,10 +95,49 @@ def test_training_path_header_and_where_forward():
 
         stop1 = s.run("c")  # the script's own breakpoint, before backward: no forward on the stack
         assert "loss.backward()" in stop1 and "path:" not in stop1
-        assert s.run("root-model model").strip() == ("model: model = LlamaForCausalLM; "
+        assert s.run("root-model model").strip() == ("root-model: model = LlamaForCausalLM; "
                                                      "names are relative to LlamaForCausalLM")
         assert s.run("sm").splitlines()[0] == ("path: train, grad, attn sdpa | model LlamaForCausalLM "
                                                "(not in a forward)")
         s.run("c")  # stop 2, before torch.save
+        rest = s.finish("c")
+    assert "done" in rest and s.exitstatus == 0
+
+
+def test_module_breakpoint_set_at_the_first_line_is_pending_until_the_model_runs():
+    with PtySession(["-m", "llmpdb", "examples/infer.py"]) as s:
+        s.wait_prompt()  # the script's first line: torch is not imported, no model exists
+        assert s.run("bm layers.1.self_attn").strip() == (
+            "module breakpoint 1: layers.1.self_attn -> pending: arms on the first model whose forward runs")
+        listing = s.run("b")
+        assert [line.split()[-4] for line in listing.splitlines() if "layers.1.self_attn" in line] == ["pending"]
+        s.run("c")  # the script's own breakpoint() stops come first
+        s.run("c")
+        stop = s.run("c")  # model(**inputs): the model's first forward arms and stops the pending breakpoint
+        assert "module breakpoint 1: model.layers.1.self_attn (LlamaAttention), hit 1" in stop
+        assert ("llmpdb: module breakpoint 1: layers.1.self_attn was pending; armed on model.layers.1.self_attn "
+                "when LlamaForCausalLM's forward ran") in stop
+        assert "| model.layers.1.self_attn (LlamaAttention)" in stop
+        assert s.run("p type(self).__qualname__, self.layer_idx").strip() == "('LlamaAttention', 1)"
+        assert s.run("clear-module all").strip() == "cleared 1 module breakpoint"
+        assert "logits = outputs.logits" in s.run("c")  # the script's third breakpoint()
+        rest = s.finish("c")
+    assert "module breakpoint" not in rest and "done" in rest and s.exitstatus == 0
+
+
+def test_root_model_is_the_documented_name_and_model_says_why_it_exists():
+    with PtySession(["-m", "llmpdb", "examples/infer.py"]) as s:
+        s.wait_prompt()
+        root_help = s.run("help root-model").strip().splitlines()
+        assert root_help[0] == "root-model [EXPR | --auto]"
+        alias_help = " ".join(s.run("help model").split())
+        assert alias_help.startswith("model [EXPR | --auto] The short name of root-model")
+        assert "under pdb++ a local named `model` is printed instead of running this command; use root-model" \
+            in alias_help
+        s.run("c")
+        assert s.run("root-model").strip() == ("root-model: LlamaForCausalLM (found among the current "
+                                               "frame's variables)")
+        s.run("c")
+        s.run("c")
         rest = s.finish("c")
     assert "done" in rest and s.exitstatus == 0
