@@ -29,7 +29,8 @@ from .trace import TraceEngine
 from .patching import LOADERS as _LOADERS
 from .patching import REGISTRY as _REGISTRY
 from .patching import hooked_tree as _hooked_tree
-from .patching import install_audit_hook, restore_all
+from .patching import code_tree, dynamo_loaded, dynamo_wrapped_code, install_audit_hook, is_dynamo_file
+from .patching import restore_all
 
 __all__ = ["HookEngine"]
 
@@ -51,6 +52,8 @@ class HookEngine(TraceEngine):
         self.pending: set[str] = set()  # breakpoint files whose code ran or was compiled without hooks
         self.problems_seen = False  # some code holding breakpoint lines could not be hooked: trace it
         self.tried_late: dict[int, types.CodeType] = {}
+        self.dynamo_codes: dict[int, types.CodeType] = {}  # code torch.compile reads: never hooked
+        self.said: set[str] = set()  # dynamo notes already shown at the prompt
 
     # ---- arming ----------------------------------------------------------------------------------------
     def hook_lines(self, code: types.CodeType) -> frozenset[int]:
@@ -58,6 +61,8 @@ class HookEngine(TraceEngine):
         file_lines = self.hook_breaks.get(self.pdb.canonic(code.co_filename))
         if not file_lines:
             return _EMPTY
+        if self.dynamo_codes and self.dynamo_codes.get(id(code)) is code:
+            return _EMPTY  # dynamo would read the hook constant and fail: the trace engine covers it
         lines = code_breakpoint_lines(code, file_lines)
         if lines is ALL_LINES:
             first = first_line(code)
@@ -134,12 +139,16 @@ class HookEngine(TraceEngine):
         self.suspended = []
         self.pending = set()
         self.tried_late = {}
+        self.dynamo_codes = {}
         if breaks:
             canonic = self.pdb.canonic
             memo: dict = {}
             in_breaks: dict[str, bool] = {}  # raw co_filename -> holds breakpoints
             function_type = types.FunctionType
-            for obj in [o for o in gc.get_objects() if type(o) in _SCANNED_TYPES]:
+            objects = [o for o in gc.get_objects() if type(o) in _SCANNED_TYPES]
+            if dynamo_loaded():
+                self._find_dynamo_code(objects, breaks)
+            for obj in objects:
                 code = obj.__code__ if type(obj) is function_type else _code_of(obj)
                 raw = code.co_filename
                 wanted = in_breaks.get(raw)
@@ -163,15 +172,48 @@ class HookEngine(TraceEngine):
             if id(walk.f_code) not in _REGISTRY.hooked and self._may_run_breakpoint_code(walk):
                 self.old_frames.append(walk)
             walk = walk.f_back
-        self.problems_seen = bool(self.problems)
+        self.problems_seen = bool(self.problems) or self.problems_seen
         _REGISTRY.generation += 1
         self.generation = _REGISTRY.generation
 
-    def _hook_late(self, code: types.CodeType) -> None:
+    def _find_dynamo_code(self, objects: list, breaks: dict[str, frozenset[int]]) -> None:
+        """Code trees of breakpoint files that ``torch.compile`` wrappers compile: they stay unhooked."""
+        for obj in objects:
+            if type(obj) is not types.FunctionType or not is_dynamo_file(obj.__code__.co_filename):
+                continue
+            wrapped = dynamo_wrapped_code(obj)
+            if wrapped is None or self.pdb.canonic(wrapped.co_filename) not in breaks:
+                continue
+            for code in code_tree(wrapped):
+                self.dynamo_codes[id(code)] = code
+                self.tried_late[id(code)] = code
+            self._say_dynamo(wrapped)
+
+    def _say_dynamo(self, code: types.CodeType) -> None:
+        if not self._tree_has_lines_unhooked(code):
+            return
+        note = (f"{code.co_name} ({code.co_filename}:{code.co_firstlineno}) runs under torch.compile: "
+                "traced instead of hooked")
+        self.problems_seen = True
+        if note not in self.said:
+            self.said.add(note)
+            self.problems.append(note)
+
+    def _tree_has_lines_unhooked(self, code: types.CodeType) -> bool:
+        file_lines = self.hook_breaks.get(self.pdb.canonic(code.co_filename))
+        return bool(file_lines) and any(code_breakpoint_lines(c, file_lines) for c in code_tree(code))
+
+    def _hook_late(self, code: types.CodeType, frame=None) -> None:
         """Original code holding breakpoint lines is being called: hook its functions for the next calls."""
         if id(code) in self.tried_late and self.tried_late[id(code)] is code:
             return  # once per code object: it could not be hooked, or its functions were hooked already
         self.tried_late[id(code)] = code
+        if dynamo_loaded() and _called_by_dynamo(frame):
+            for nested in code_tree(code):  # torch.compile runs it: dynamo must never read a hook
+                self.dynamo_codes[id(nested)] = nested
+                self.tried_late[id(nested)] = nested
+            self._say_dynamo(code)
+            return
         hooked = _hooked_tree(code, self.hook_lines, {}, self.problems)
         if hooked is None:
             self.problems_seen = self.problems_seen or bool(self.problems)
@@ -231,15 +273,17 @@ class HookEngine(TraceEngine):
             frame.f_trace = None
 
     def deactivate(self) -> None:
-        """Stop reporting (pdb's own tracing takes over); the hooks stay compiled in, and do nothing."""
+        """Stop reporting (pdb's own tracing takes over); the hooks stay compiled in, and do nothing,
+        unless breakpoints changed since they were armed: then every function gets its original code back
+        (a cleared breakpoint leaves the code as it was)."""
         self.armed = False
         if sys.gettrace() == self._hook_global:
             sys.settrace(None)
         super().deactivate()
+        if self.hook_breaks and self.pdb.fb_breakpoint_lines() != self.hook_breaks:
+            self._unhook()
 
-    def close(self) -> None:
-        """Deactivate and put every function's original code back."""
-        self.deactivate()
+    def _unhook(self) -> None:
         if _REGISTRY.active is self:
             _REGISTRY.active = None
             _LOADERS.remove()
@@ -247,9 +291,15 @@ class HookEngine(TraceEngine):
             restore_all()
             self.arm_seconds += time.perf_counter() - started
         self.hook_breaks = {}
+        self.dynamo_codes = {}
         self.old_frames = []
         self.suspended = []
         self.pending = set()
+
+    def close(self) -> None:
+        """Deactivate and put every function's original code back."""
+        self.deactivate()
+        self._unhook()
 
     # ---- run time --------------------------------------------------------------------------------------
     def hit(self, frame) -> None:
@@ -281,7 +331,7 @@ class HookEngine(TraceEngine):
         if result is not None and self.armed:
             code = frame.f_code
             if id(code) not in _REGISTRY.hooked:  # first call of original breakpoint code: hook the rest
-                self._hook_late(code)
+                self._hook_late(code, frame)
                 self.old_frames.append(frame)
         return result
 
@@ -292,6 +342,16 @@ class HookEngine(TraceEngine):
             if self.old_frames == [] and not self._still_needed():
                 self._trace_off(None)
         return result
+
+
+def _called_by_dynamo(frame) -> bool:
+    """Whether ``frame`` runs under ``torch.compile``: a ``torch/_dynamo`` frame is among its callers."""
+    walk = frame.f_back if frame is not None else None
+    while walk is not None:
+        if is_dynamo_file(walk.f_code.co_filename):
+            return True
+        walk = walk.f_back
+    return False
 
 
 def _code_of(generator) -> types.CodeType:

@@ -16,7 +16,7 @@ from .engine import INVISIBLE_CODE_IDS
 from .bytecode import instrument
 
 __all__ = ["REGISTRY", "HOOK_CODE", "hooked_tree", "restore_all", "LOADERS", "install_audit_hook",
-           "fast_breakpoint_hook"]
+           "fast_breakpoint_hook", "dynamo_loaded", "is_dynamo_file", "dynamo_wrapped_code", "code_tree"]
 
 
 class _Registry:
@@ -46,6 +46,38 @@ def fast_breakpoint_hook() -> None:
 
 HOOK_CODE = fast_breakpoint_hook.__code__
 INVISIBLE_CODE_IDS.add(id(HOOK_CODE))
+
+
+_DYNAMO_DIR = "/torch/_dynamo/"
+
+
+def dynamo_loaded() -> bool:
+    """Whether ``torch._dynamo`` (``torch.compile``) is imported: only then can code reach dynamo."""
+    return "torch._dynamo" in sys.modules
+
+
+def is_dynamo_file(filename: str) -> bool:
+    """Whether ``filename`` is part of ``torch._dynamo`` (its wrappers call the compiled functions)."""
+    return _DYNAMO_DIR in filename.replace("\\", "/")
+
+
+def dynamo_wrapped_code(wrapper: types.FunctionType) -> types.CodeType | None:
+    """The code of the function a ``torch.compile`` wrapper (a function of ``torch/_dynamo``) compiles.
+
+    dynamo reads the wrapped function's bytecode (and inlines what it calls): a hook constant in it makes
+    dynamo fail, so that code must stay unhooked. Only the wrapper's own ``__dict__`` is read."""
+    wrapped = wrapper.__dict__.get("_torchdynamo_orig_callable")
+    if type(wrapped) is types.MethodType:
+        wrapped = wrapped.__func__
+    return wrapped.__code__ if type(wrapped) is types.FunctionType else None
+
+
+def code_tree(code: types.CodeType):
+    """Usage: ``for c in code_tree(code)``; ``code`` and every code object nested in it."""
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from code_tree(const)
 
 
 def hooked_tree(code: types.CodeType, lines_of: Any, memo: dict, problems: list) -> types.CodeType | None:
