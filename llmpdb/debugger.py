@@ -24,7 +24,7 @@ from .base import BASE_NAME, BasePdb
 from .breakpoints import FastBreakpointsMixin
 from .commands import COMMAND_MIXINS
 from .commands._command import CommandError
-from .distributed import rank_suffix
+from .distributed import DistributedMixin, rank_suffix
 from .headless import HeadlessMixin
 from .inspect.frames import pin_locals, unpin_locals
 from .render.style import Style, color_enabled
@@ -257,7 +257,7 @@ class _LlmpdbCore:
 def _build_class() -> type:
     """``LLMPDB_FAST_BREAKPOINTS=0`` leaves out the fast breakpoint engine: pdb's own tracing then runs."""
     engine = () if os.environ.get("LLMPDB_FAST_BREAKPOINTS", "1") == "0" else (FastBreakpointsMixin,)
-    bases = (*COMMAND_MIXINS, *engine, HeadlessMixin, _LlmpdbCore, BasePdb)
+    bases = (DistributedMixin, *COMMAND_MIXINS, *engine, HeadlessMixin, _LlmpdbCore, BasePdb)
     return type("Pdb", bases, {"__module__": __name__, "__qualname__": "LlmpdbPdb",
                                "__doc__": f"llmpdb debugger on the {BASE_NAME} base."})
 

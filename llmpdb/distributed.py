@@ -1,32 +1,195 @@
-"""Ranks of a distributed job: which rank this process is, for the prompt and the stop headers.
+"""Ranks of a distributed job: which rank this process is, and one prompt for the whole job.
 
 Usage: ``rank_suffix()`` -> ``" r1"`` under a distributed launcher (``RANK`` set, or an initialised default
-process group), else ``""``. Never imports torch: the process group is read only when the debuggee loaded
-``torch.distributed``.
+process group), else ``""``. ``DistributedMixin`` goes in front of the debugger's bases: at a stop in a job
+of two or more ranks, only the interactive rank (``LLMPDB_RANK``, default 0) reads the terminal; every other
+rank waits at the same stop through the c10d store (``llmpdb.rank_wait``) and resumes when it continues.
+``quit`` (or Ctrl-D) on the prompting rank ends every rank with exit status 3. A stop the interactive rank
+does not reach within ``LLMPDB_RANK_GRACE`` seconds (default 5) is prompted by the rank that made it, in
+turn: at most one rank holds the terminal (a store lock). Under ``python -m llmpdb`` only the interactive
+rank stops at the script's first line; the others run on to their first breakpoint. Never imports torch:
+the process group is read only when the debuggee loaded ``torch.distributed``, and the store is reached
+only under a launcher (``WORLD_SIZE`` of 2 or more) or an initialised group.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 
-__all__ = ["current_rank", "rank_suffix"]
+from .rank_commands import RankCommands
+from .rank_wait import PROMPT, QUIT, RESUME, wait_at_stop, wait_for_terminal
+from .ranks_store import RankJob, StoreUnavailable, connect_store
+from .session import SESSION
+
+__all__ = ["current_rank", "rank_suffix", "world_size", "interactive_rank", "rank_job", "DistributedMixin",
+           "QUIT_STATUS"]
+
+QUIT_STATUS = 3  # the exit status of every rank after `quit` on the prompting rank
+_JOB: RankJob | None = None
+_NO_STORE: str | None = None
+
+
+def _initialised_dist():
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return dist
+    except (RuntimeError, ValueError, AttributeError):  # a half-initialised group: the environment stands
+        pass
+    return None
+
+
+def _env_int(name: str) -> int | None:
+    value = os.environ.get(name, "")
+    return int(value) if value.lstrip("-").isdigit() else None
 
 
 def current_rank() -> int | None:
     """Usage: ``current_rank()`` -> this process's global rank, or None outside a distributed job."""
-    rank = os.environ.get("RANK")
-    dist = sys.modules.get("torch.distributed")
-    if dist is not None:
-        try:
-            if dist.is_available() and dist.is_initialized():
-                return int(dist.get_rank())
-        except (RuntimeError, ValueError, AttributeError):  # a half-initialised group: the env RANK stands
-            pass
-    return int(rank) if rank not in (None, "") and rank.lstrip("-").isdigit() else None
+    dist = _initialised_dist()
+    return int(dist.get_rank()) if dist is not None else _env_int("RANK")
+
+
+def world_size() -> int | None:
+    """Usage: ``world_size()`` -> the number of ranks, or None outside a distributed job."""
+    dist = _initialised_dist()
+    return int(dist.get_world_size()) if dist is not None else _env_int("WORLD_SIZE")
+
+
+def interactive_rank() -> int:
+    """Usage: ``interactive_rank()`` -> ``LLMPDB_RANK`` (default 0): the rank that prompts."""
+    return _env_int("LLMPDB_RANK") or 0
 
 
 def rank_suffix() -> str:
     """Usage: ``rank_suffix()`` -> ``" r1"`` under a distributed launcher, else ``""``."""
     rank = current_rank()
     return f" r{rank}" if rank is not None else ""
+
+
+def rank_job() -> RankJob | None:
+    """Usage: ``rank_job()``; this rank's view of a job of 2+ ranks, or None (single process, no store)."""
+    global _JOB, _NO_STORE
+    if _JOB is not None:
+        return _JOB
+    rank, world = current_rank(), world_size()
+    if rank is None or world is None or world < 2 or _NO_STORE is not None:
+        return None
+    try:
+        store, via = connect_store()
+    except StoreUnavailable as exc:
+        _NO_STORE = str(exc)
+        return None
+    _JOB = RankJob(store, rank, world, interactive_rank(), via)
+    atexit.register(_JOB.at_exit)
+    return _JOB
+
+
+def _stop_identity(frame, tb) -> tuple[str, str, str]:
+    """(location, stop id, where): ``__main__:52``, ``__main__:52#2`` (this rank's 2nd hit), a display."""
+    if frame is None and tb is not None:
+        while tb.tb_next is not None:
+            tb = tb.tb_next
+        frame = tb.tb_frame
+    if frame is None:
+        return "?", "?#1", "?"
+    code, line = frame.f_code, frame.f_lineno
+    module = frame.f_globals.get("__name__") if type(frame.f_globals) is dict else None
+    location = f"{module if isinstance(module, str) else code.co_filename}:{line}"
+    if tb is not None:
+        location = "post-mortem@" + location
+    hits = SESSION.memory("rank-hits", dict)
+    hits[location] = hits.get(location, 0) + 1
+    path = code.co_filename
+    try:
+        relative = os.path.relpath(path)
+        path = relative if not relative.startswith("..") else path
+    except ValueError:
+        pass
+    return location, f"{location}#{hits[location]}", f"{path}:{line} ({code.co_name})"
+
+
+class DistributedMixin(RankCommands):
+    """One prompt for the whole job (see the module doc); a no-op outside a job of 2+ ranks."""
+
+    _rank_origin: str | None = None  # the stop this rank's prompt began at; kept while the user steps
+    _rank_warned = False
+
+    def _rank_job(self) -> RankJob | None:
+        job = rank_job()
+        if job is None and _NO_STORE is not None and not self._rank_warned:
+            self._rank_warned = True
+            self.message(f"llmpdb{rank_suffix()}: {_NO_STORE}; this rank stops on its own")
+        return job
+
+    def interaction(self, frame, tb, *args, **kwargs):
+        job = self._rank_job()
+        if job is None:
+            return super().interaction(frame, tb, *args, **kwargs)
+        if self._rank_origin is None and not self._rank_enter(job, frame, tb):
+            self.initial_stop = False
+            job.publish("running")
+            self.set_continue()
+            return None
+        try:
+            return super().interaction(frame, tb, *args, **kwargs)
+        finally:
+            self._rank_after_prompt(job)
+
+    def _rank_enter(self, job: RankJob, frame, tb) -> bool:
+        """Decide this stop: True to prompt here (this rank then holds the terminal), False to run on."""
+        location, stop, where = _stop_identity(frame, tb)
+        if tb is None:
+            if self.initial_stop and not job.is_interactive:
+                self.rcLines = []  # -c commands belong to the first stop, which only the interactive rank makes
+                return False
+            policy = job.policy()
+            if int(stop.rsplit("#", 1)[1]) <= int(policy["skip"].get(location, 0)):
+                return False
+            if not job.is_interactive and policy["mode"] == "off":
+                return False
+        if job.is_interactive:
+            job.publish("queued", where, stop)
+            outcome, reason = wait_for_terminal(job)
+        else:
+            job.publish("waiting", where, stop)
+            outcome, reason = wait_at_stop(job, stop)
+            if outcome == RESUME:
+                return False
+            if outcome == PROMPT:
+                self.message(f"llmpdb r{job.rank}: {reason}; rank {job.rank} stopped here alone and takes the "
+                             "terminal (`ranks` shows the others)")
+        if outcome == QUIT:
+            self._rank_end(job, f"{reason}; rank {job.rank} ends too", announce=False)
+        job.publish("prompt", where, stop)
+        self._rank_origin = stop
+        return True
+
+    def _rank_after_prompt(self, job: RankJob) -> None:
+        if self.quitting:
+            self._rank_end(job, f"quit on rank {job.rank}: every rank of the job ends", announce=True)
+        if getattr(self, "stoplineno", -1) != -1:  # next/step/until/return: the stop goes on, keep the terminal
+            return
+        stop, self._rank_origin = self._rank_origin, None
+        if stop is not None:
+            job.release(stop)
+        job.unlock_terminal()
+        job.publish("running")
+
+    def _rank_end(self, job: RankJob, reason: str, *, announce: bool) -> None:
+        """End this rank now, after telling the others (``announce``): os._exit, so nothing can hang."""
+        try:
+            if announce:
+                job.announce_quit(f"quit on rank {job.rank}")
+            job.publish("quit")
+        except Exception as exc:  # the store may be gone: end anyway
+            self.message(f"llmpdb r{job.rank}: cannot tell the other ranks: {type(exc).__name__}: {exc}")
+        self.message(f"llmpdb r{job.rank}: {reason} (exit status {QUIT_STATUS})")
+        for stream in (self.stdout, sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (AttributeError, OSError, ValueError):
+                pass
+        os._exit(QUIT_STATUS)

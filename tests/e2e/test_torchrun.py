@@ -1,0 +1,146 @@
+"""Real ``torchrun --nproc-per-node 2`` jobs (gloo on the CPU) driven in a pty: one rank prompts, the other waits.
+
+Usage::
+
+    python -m pytest tests/e2e/test_torchrun.py -q
+
+Each test starts ``python -m torch.distributed.run`` on ``examples/ddp_train.py`` in its own pty session and
+kills, in a ``finally``, the launcher's process group and each worker's (torchrun starts every worker in a
+session of its own). Each has its own timeout; the whole file takes about half a minute.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import time
+
+import pexpect
+import pytest
+
+from .pty_session import ROOT, PtySession
+
+TORCHRUN = ["-m", "torch.distributed.run", "--nproc-per-node", "2", "--monitor-interval", "0.1"]
+EXAMPLE = "examples/ddp_train.py"
+with open(os.path.join(ROOT, EXAMPLE), encoding="utf-8") as _example:
+    BREAK_LINE = 1 + next(n for n, line in enumerate(_example, 1) if "breakpoint()  # every rank" in line)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="utf-8") as handle:
+                    fields = handle.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def torchrun(args: list[str], **env: str):
+    """A PtySession running torchrun; ``session.workers`` lists the worker pids once the first prompt shows."""
+    env = {"PYTHONPATH": ROOT, "DDP_TIMEOUT": "3",
+           "LLMPDB_RANK_GRACE": "1", "PYTHONBREAKPOINT": None, "LLMPDB_RANK": None, **env}
+    session = PtySession([*TORCHRUN, *args], env=env, timeout=30)
+    session.workers = []
+    try:
+        yield session
+    finally:
+        workers = set(session.workers) | set(_children(session.child.pid))
+        with contextlib.suppress(OSError):
+            os.killpg(session.child.pid, signal.SIGKILL)  # pexpect made the launcher a session leader
+        for pid in workers:
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+        session.child.close(force=True)
+
+
+def _first_prompt(session) -> str:
+    text = session.wait_prompt()
+    session.workers = _children(session.child.pid)
+    return text
+
+
+def _ranks_table(session) -> dict[str, str]:
+    rows = {}
+    for line in session.run("ranks").splitlines():
+        match = re.match(r"(r\d)[* ]\s+(.*)$", line)
+        if match:
+            rows[match.group(1)] = match.group(2)
+    return rows
+
+
+@pytest.mark.timeout(60)
+def test_rank0_prompts_rank1_waits_at_the_same_line_past_the_group_timeout():
+    with torchrun([EXAMPLE], PYTHONBREAKPOINT="llmpdb.set_trace") as session:
+        header = _first_prompt(session)
+        assert f"ddp_train.py({BREAK_LINE})main()" in header
+        assert session.child.after == "(llmpdb r0) "
+        stopped = time.monotonic()
+        rows = _ranks_table(session)
+        assert rows["r0"].startswith(f"prompt at examples/ddp_train.py:{BREAK_LINE} (main)"), rows
+        assert rows["r1"].startswith(f"waiting at examples/ddp_train.py:{BREAK_LINE} (main)"), rows
+        shapes = session.run("shapes")
+        assert re.search(r"^batch\s+\(16, 4\)\s+f32", shapes, re.M), shapes
+        assert re.search(r"^loss\s+\(\)\s+f32", shapes, re.M), shapes
+        assert "rank0 on: rank 0 prompts" in session.run("rank0")
+        time.sleep(max(0.0, 5 - (time.monotonic() - stopped)))  # longer than the group's 3 s timeout
+        rest = session.finish("c")
+        assert "(llmpdb r1)" not in "".join(session.transcript)
+        assert "rank 0/2: done" in rest and "rank 1/2: done" in rest, rest
+        assert session.exitstatus == 0, rest
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("how", ["quit", "ctrl-d"])
+def test_quit_on_rank0_ends_every_rank_within_10_s(how):
+    with torchrun([EXAMPLE], PYTHONBREAKPOINT="llmpdb.set_trace") as session:
+        _first_prompt(session)
+        assert len(session.workers) == 2
+        started = time.monotonic()
+        if how == "quit":
+            session.child.sendline("q")
+        else:
+            session.child.sendeof()
+        session.child.expect(pexpect.EOF, timeout=10)
+        elapsed = time.monotonic() - started
+        session.child.close()
+        text = session.child.before
+        assert "llmpdb r0: quit on rank 0: every rank of the job ends (exit status 3)" in text, text
+        assert session.exitstatus not in (0, None)
+        assert elapsed < 10
+        assert not [pid for pid in session.workers if _alive(pid)]
+
+
+@pytest.mark.timeout(60)
+def test_python_m_llmpdb_stops_rank0_at_line_1_then_a_breakpoint_only_rank1_reaches_prompts_on_rank1():
+    with torchrun(["-m", "llmpdb", EXAMPLE], DDP_LONE_RANK="1") as session:
+        assert "ddp_train.py(1)<module>()" in _first_prompt(session)
+        rows = _ranks_table(session)
+        assert rows["r0"].startswith("prompt at examples/ddp_train.py:1 (<module>)"), rows
+        assert not rows["r1"].startswith("waiting"), rows  # rank 1 runs on to its first breakpoint
+        session.run("c")
+        assert session.child.after == "(llmpdb r0) "
+        assert _ranks_table(session)["r1"].startswith(f"waiting at examples/ddp_train.py:{BREAK_LINE}")
+        lone = session.run("c")  # rank 0 finishes; rank 1 stops alone after training
+        assert "llmpdb r1: rank 0 has finished; rank 1 stopped here alone and takes the terminal" in lone, lone
+        assert session.child.after == "(llmpdb r1) "
+        rows = _ranks_table(session)
+        assert rows["r0"].startswith("finished") and rows["r1"].startswith("prompt at"), rows
+        rest = session.finish("c")
+        assert "rank 1/2: done" in rest
+        assert session.exitstatus == 0, rest
