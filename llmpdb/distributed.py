@@ -115,6 +115,7 @@ class DistributedMixin(RankCommands):
     """One prompt for the whole job (see the module doc); a no-op outside a job of 2+ ranks."""
 
     _rank_origin: str | None = None  # the stop this rank's prompt began at; kept while the user steps
+    _rank_where = ""  # where that stop is, for messages
     _rank_warned = False
 
     def _rank_job(self) -> RankJob | None:
@@ -164,7 +165,7 @@ class DistributedMixin(RankCommands):
         if outcome == QUIT:
             self._rank_end(job, f"{reason}; rank {job.rank} ends too", announce=False)
         job.publish("prompt", where, stop)
-        self._rank_origin = stop
+        self._rank_origin, self._rank_where = stop, where
         return True
 
     def _rank_after_prompt(self, job: RankJob) -> None:

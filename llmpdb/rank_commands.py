@@ -95,7 +95,8 @@ class RankCommands:
             location, hit = origin.rsplit("#", 1)
             policy["skip"][location] = int(hit) + int(words[1])
             job.set_policy(policy)
-            self.message(f"rank0: the next {words[1]} hits of {location} run through on every rank")
+            self.message(f"rank0: the next {words[1]} hits of {self._rank_where or location} run through on "
+                         "every rank")
             return
         raise CommandError(f"usage: rank0 [on | off | skip N] (got {args.rest.strip()!r})")
 
