@@ -116,6 +116,7 @@ class DistributedMixin(RankCommands):
 
     _rank_origin: str | None = None  # the stop this rank's prompt began at; kept while the user steps
     _rank_where = ""  # where that stop is, for messages
+    _rank_handover: int | None = None  # `rank K` was typed: hand the terminal to rank K
     _rank_warned = False
 
     def _rank_job(self) -> RankJob | None:
@@ -134,19 +135,23 @@ class DistributedMixin(RankCommands):
             job.publish("running")
             self.set_continue()
             return None
-        try:
-            return super().interaction(frame, tb, *args, **kwargs)
-        finally:
-            self._rank_after_prompt(job)
+        again = True
+        while again:  # again: the terminal came back to this rank at the same stop (after `rank K`)
+            try:
+                result = super().interaction(frame, tb, *args, **kwargs)
+            finally:
+                again = self._rank_after_prompt(job)
+        return result
 
     def _rank_enter(self, job: RankJob, frame, tb) -> bool:
         """Decide this stop: True to prompt here (this rank then holds the terminal), False to run on."""
         location, stop, where = _stop_identity(frame, tb)
+        policy = job.policy()
+        job.interactive = policy["interactive"]  # `rank K` moves the prompt for every later stop
         if tb is None:
             if self.initial_stop and not job.is_interactive:
                 self.rcLines = []  # -c commands belong to the first stop, which only the interactive rank makes
                 return False
-            policy = job.policy()
             if int(stop.rsplit("#", 1)[1]) <= int(policy["skip"].get(location, 0)):
                 return False
             if not job.is_interactive and policy["mode"] == "off":
@@ -160,17 +165,19 @@ class DistributedMixin(RankCommands):
             if outcome == RESUME:
                 return False
             if outcome == PROMPT:
-                self.message(f"llmpdb r{job.rank}: {reason}; rank {job.rank} stopped here alone and takes the "
-                             "terminal (`ranks` shows the others)")
+                self.message(f"llmpdb r{job.rank}: {reason}")
         if outcome == QUIT:
             self._rank_end(job, f"{reason}; rank {job.rank} ends too", announce=False)
         job.publish("prompt", where, stop)
         self._rank_origin, self._rank_where = stop, where
         return True
 
-    def _rank_after_prompt(self, job: RankJob) -> None:
+    def _rank_after_prompt(self, job: RankJob) -> bool:
+        """After the command loop: quit, hand over (True: the terminal came back here), step, or continue."""
         if self.quitting:
             self._rank_end(job, f"quit on rank {job.rank}: every rank of the job ends", announce=True)
+        if self._rank_handover is not None:
+            return self._rank_wait_after_handover(job)
         if getattr(self, "stoplineno", -1) != -1:  # next/step/until/return: the stop goes on, keep the terminal
             return
         stop, self._rank_origin = self._rank_origin, None
@@ -178,6 +185,26 @@ class DistributedMixin(RankCommands):
             job.release(stop)
         job.unlock_terminal()
         job.publish("running")
+        return False
+
+    def _rank_wait_after_handover(self, job: RankJob) -> bool:
+        """``rank K`` ended the command loop: give rank K the terminal, wait at this stop like any rank."""
+        rank, self._rank_handover = self._rank_handover, None
+        stop, where = self._rank_origin, self._rank_where
+        job.hand_over(rank)
+        job.publish("waiting", where, stop)
+        job.unlock_terminal()
+        outcome, reason = wait_at_stop(job, stop)
+        if outcome == QUIT:
+            self._rank_end(job, f"{reason}; rank {job.rank} ends too", announce=False)
+        if outcome == PROMPT:
+            self.message(f"llmpdb r{job.rank}: {reason}")
+            job.publish("prompt", where, stop)
+            return True
+        self._rank_origin = None
+        job.publish("running")
+        self.set_continue()
+        return False
 
     def _rank_end(self, job: RankJob, reason: str, *, announce: bool) -> None:
         """End this rank now, after telling the others (``announce``): os._exit, so nothing can hang."""

@@ -1,4 +1,4 @@
-"""The ``rank0`` and ``ranks`` commands: the job's stop policy, and where every rank is.
+"""The ``rank0``, ``ranks`` and ``rank`` commands: the job's stop policy, where every rank is, hand-over.
 
 Usage (at the prompt of a job started by torchrun)::
 
@@ -6,6 +6,7 @@ Usage (at the prompt of a job started by torchrun)::
     (llmpdb r0) rank0            # show the policy
     (llmpdb r0) rank0 off        # the other ranks run through breakpoints; this rank still prompts
     (llmpdb r0) rank0 skip 3     # the next 3 hits of this stop's breakpoint run through on every rank
+    (llmpdb r0) rank 1           # rank 1 prompts at its stop, (llmpdb r1); rank 0 waits until it continues
 
 Both read and write only what the ranks publish in the c10d store (``llmpdb.ranks_store``); the mixin that
 uses them (``DistributedMixin``) provides ``_rank_job()`` and ``_rank_origin``.
@@ -43,7 +44,7 @@ def describe_rank(record: RankRecord | None, now: float | None = None) -> str:
 
 
 class RankCommands:
-    """``rank0`` and ``ranks``; outside a job of 2+ ranks each says so in one line."""
+    """``rank0``, ``ranks`` and ``rank K``; outside a job of 2+ ranks each says so in one line."""
 
     def _job_or_error(self) -> RankJob:
         job = self._rank_job()
@@ -69,6 +70,30 @@ class RankCommands:
         widths = [max(len(row[i]) for row in rows) for i in range(2)]
         for label, state, host in rows:
             self.message(f"{label:<{widths[0]}}  {state:<{widths[1]}}  {host}".rstrip())
+
+    @command
+    def do_rank(self, arg):
+        """rank K
+        Hand the terminal to rank K, which must be waiting at a stop: its prompt opens there, and it is the
+        interactive rank at the next stops. This rank waits here until rank K continues (`c`)."""
+        words = parse_args(arg, self.do_rank).words
+        job = self._job_or_error()
+        if len(words) != 1 or not words[0].isdigit():
+            raise CommandError("usage: rank K (K a rank number; `ranks` lists them)")
+        rank = int(words[0])
+        if rank >= job.world:
+            raise CommandError(f"no rank {rank}: the job has ranks 0 to {job.world - 1}")
+        if rank == job.rank:
+            raise CommandError(f"rank {rank} is this rank")
+        record = job.record(rank)
+        if record is None or record.state != "waiting":
+            raise CommandError(f"rank {rank} is {describe_rank(record)}: it can take the terminal only while it "
+                               "waits at a stop")
+        if self._rank_origin is None:
+            raise CommandError("this rank is not at a stop of the job")
+        self._rank_handover = rank
+        self.message(f"rank: rank {rank} takes the terminal; rank {job.rank} waits here until it continues")
+        return 1
 
     @command
     def do_rank0(self, arg):
@@ -101,12 +126,12 @@ class RankCommands:
         raise CommandError(f"usage: rank0 [on | off | skip N] (got {args.rest.strip()!r})")
 
     def _show_policy(self, job: RankJob, policy: dict) -> None:
-        others = job.world - 1
+        others, interactive = job.world - 1, policy["interactive"]
         if policy["mode"] == "on":
-            self.message(f"rank0 on: rank {job.interactive} prompts; the other {others} rank(s) wait at the same "
+            self.message(f"rank0 on: rank {interactive} prompts; the other {others} rank(s) wait at the same "
                          "breakpoint and resume when it continues")
         else:
-            self.message(f"rank0 off: rank {job.interactive} prompts; the other {others} rank(s) run through "
+            self.message(f"rank0 off: rank {interactive} prompts; the other {others} rank(s) run through "
                          "breakpoints")
         for location, until in sorted(policy["skip"].items()):
             self.message(f"  skip: hits up to #{until} of {location} run through on every rank")

@@ -4,8 +4,9 @@ Usage::
 
     outcome, reason = wait_at_stop(job, "__main__:52#1", grace=5.0)
     # RESUME: the prompting rank continued from this stop; QUIT: the job was quit (reason says by whom);
-    # PROMPT: this rank holds the terminal now (reason says why: the interactive rank ended, or has been
-    #         running elsewhere for ``grace`` seconds while this rank was stopped here alone)
+    # PROMPT: this rank holds the terminal now (reason says why: the prompting rank handed it over with
+    #         `rank K`, the interactive rank ended, or has been running elsewhere for ``grace`` seconds while
+    #         this rank was stopped here alone)
     outcome, reason = wait_for_terminal(job)          # PROMPT once this rank holds the lock, or QUIT
 
 A waiting rank sleeps ``poll`` seconds (default ``LLMPDB_RANK_POLL`` or 0.2) between a few store reads, so it
@@ -67,6 +68,13 @@ def wait_at_stop(job: RankJob, stop: str, *, grace: float | None = None, poll: f
         message = job.quit_message()
         if message is not None:
             return QUIT, message
+        handover = job.handed_to()
+        if handover is not None and handover[0] == job.rank:
+            if wait_for_terminal(job, poll=poll, sleep=sleep)[0] == QUIT:
+                return QUIT, job.quit_message() or "quit"
+            job.take_handover()
+            job.interactive = job.rank
+            return PROMPT, f"rank {handover[1]} handed the terminal to rank {job.rank}"
         here, busy, boss = _engaged_here(job, stop)
         if here or busy:
             alone_since = clock()
@@ -75,9 +83,9 @@ def wait_at_stop(job: RankJob, stop: str, *, grace: float | None = None, poll: f
             if job.released(stop) or _engaged_here(job, stop)[0]:  # the interactive rank arrived meanwhile
                 job.unlock_terminal()
                 continue
-            if ended:
-                return PROMPT, f"rank {job.interactive} has {boss.state}"
-            return PROMPT, f"rank {job.interactive} did not stop here within {grace:g} s"
+            why = f"has {boss.state}" if ended else f"did not stop here within {grace:g} s"
+            return PROMPT, (f"rank {job.interactive} {why}; rank {job.rank} stopped here alone and takes the "
+                            "terminal (`ranks` shows the others)")
         sleep(poll)
 
 

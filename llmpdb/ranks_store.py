@@ -13,7 +13,7 @@ Usage::
 Keys live under ``llmpdb/<run id>/<restart>/`` (torchrun) or ``llmpdb/`` (the default group's store, which
 is already prefixed per group): ``rank/<N>`` (a JSON record), ``tty`` (the rank that reads the terminal, or
 empty), ``release/<stop>`` (the prompting rank continued from that stop), ``policy`` (``rank0`` settings),
-``quit``. Every read first ``check``s the key: a ``get`` of a missing key would block until the store's
+``handover`` (the rank ``rank K`` gave the terminal to), ``quit``. Every read first ``check``s the key: a ``get`` of a missing key would block until the store's
 timeout. Nothing here is a collective, so no process-group timeout can fire while a rank waits.
 
 Torch is imported only by ``connect_store``, which the debugger calls only under a launcher or once the
@@ -124,10 +124,28 @@ class RankJob:
             policy = json.loads(text) if text else {}
         except ValueError:
             policy = {}
-        return {"mode": policy.get("mode", "on"), "skip": dict(policy.get("skip", {}))}
+        interactive = policy.get("interactive", self.interactive)
+        return {"mode": policy.get("mode", "on"), "skip": dict(policy.get("skip", {})),
+                "interactive": interactive if isinstance(interactive, int) else self.interactive}
 
     def set_policy(self, policy: dict) -> None:
         self.store.set("policy", json.dumps(policy))
+
+    def hand_over(self, rank: int) -> None:
+        """``rank K`` at the prompt: rank K takes the terminal at its stop and becomes the interactive rank."""
+        policy = self.policy()
+        policy["interactive"] = rank
+        self.set_policy(policy)
+        self.interactive = rank
+        self.store.set("handover", f"{rank} {self.rank}")
+
+    def handed_to(self) -> tuple[int, int] | None:
+        """(the rank given the terminal, the rank that gave it) while a hand-over is under way, else None."""
+        words = (self._get("handover") or "").split()
+        return (int(words[0]), int(words[1])) if len(words) == 2 and all(w.isdigit() for w in words) else None
+
+    def take_handover(self) -> None:
+        self.store.set("handover", "")
 
     def announce_quit(self, message: str) -> None:
         self.store.set("quit", message)

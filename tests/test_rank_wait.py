@@ -81,7 +81,8 @@ def test_a_waiting_rank_ends_on_quit(ranks):
 def test_a_lone_rank_prompts_at_once_when_rank0_has_finished(ranks):
     boss, worker = ranks
     boss.publish("finished")
-    assert wait_at_stop(worker, STOP, grace=60, poll=0.02) == (PROMPT, "rank 0 has finished")
+    assert wait_at_stop(worker, STOP, grace=60, poll=0.02) == (
+        PROMPT, "rank 0 has finished; rank 1 stopped here alone and takes the terminal (`ranks` shows the others)")
     assert worker.terminal_owner() == 1
 
 
@@ -90,7 +91,8 @@ def test_a_lone_rank_prompts_after_the_grace_while_rank0_runs_elsewhere(ranks):
     boss.publish("running")
     started = time.monotonic()
     outcome, reason = wait_at_stop(worker, STOP, grace=0.3, poll=0.02)
-    assert (outcome, reason) == (PROMPT, "rank 0 did not stop here within 0.3 s")
+    assert outcome == PROMPT
+    assert reason.startswith("rank 0 did not stop here within 0.3 s; rank 1 stopped here alone and takes the terminal")
     assert time.monotonic() - started >= 0.3
 
 
@@ -125,6 +127,25 @@ def test_the_interactive_rank_queues_for_the_terminal_a_lone_rank_holds(ranks):
 
 def test_policy_defaults_and_round_trips(ranks):
     boss, worker = ranks
-    assert worker.policy() == {"mode": "on", "skip": {}}
+    assert worker.policy() == {"mode": "on", "skip": {}, "interactive": 0}
     boss.set_policy({"mode": "off", "skip": {"__main__:52": 4}})
-    assert worker.policy() == {"mode": "off", "skip": {"__main__:52": 4}}
+    assert worker.policy() == {"mode": "off", "skip": {"__main__:52": 4}, "interactive": 0}
+
+
+def test_rank_k_hands_the_terminal_to_a_waiting_rank(ranks):
+    boss, worker = ranks
+    boss.try_lock_terminal()
+    boss.publish("prompt", "x.py:52 (main)", STOP)
+
+    def hand_over():
+        boss.hand_over(1)
+        boss.publish("waiting", "x.py:52 (main)", STOP)
+        boss.unlock_terminal()
+
+    _later(0.2, hand_over)
+    assert wait_at_stop(worker, STOP, grace=60, poll=0.02) == (PROMPT, "rank 0 handed the terminal to rank 1")
+    assert worker.terminal_owner() == 1 and worker.handed_to() is None
+    assert worker.interactive == 1 and boss.policy()["interactive"] == 1
+    worker.publish("prompt", "x.py:52 (main)", STOP)
+    _later(0.2, lambda: worker.release(STOP))
+    assert wait_at_stop(boss, STOP, grace=0.05, poll=0.02) == (RESUME, "")  # rank 0 waits for rank 1 now

@@ -85,7 +85,7 @@ def _ranks_table(session) -> dict[str, str]:
 
 
 @pytest.mark.timeout(60)
-def test_rank0_prompts_rank1_waits_at_the_same_line_past_the_group_timeout():
+def test_rank0_prompts_rank1_waits_at_the_same_line_past_the_group_timeout_then_takes_over_with_rank_1():
     with torchrun([EXAMPLE], PYTHONBREAKPOINT="llmpdb.set_trace") as session:
         header = _first_prompt(session)
         assert f"ddp_train.py({BREAK_LINE})main()" in header
@@ -99,8 +99,15 @@ def test_rank0_prompts_rank1_waits_at_the_same_line_past_the_group_timeout():
         assert re.search(r"^loss\s+\(\)\s+f32", shapes, re.M), shapes
         assert "rank0 on: rank 0 prompts" in session.run("rank0")
         time.sleep(max(0.0, 5 - (time.monotonic() - stopped)))  # longer than the group's 3 s timeout
-        rest = session.finish("c")
         assert "(llmpdb r1)" not in "".join(session.transcript)
+        handed = session.run("rank 1")
+        assert "rank: rank 1 takes the terminal; rank 0 waits here until it continues" in handed, handed
+        assert "llmpdb r1: rank 0 handed the terminal to rank 1" in handed, handed
+        assert session.child.after == "(llmpdb r1) "
+        rows = _ranks_table(session)
+        assert rows["r0"].startswith(f"waiting at examples/ddp_train.py:{BREAK_LINE}"), rows
+        assert rows["r1"].startswith(f"prompt at examples/ddp_train.py:{BREAK_LINE}"), rows
+        rest = session.finish("c")
         assert "rank 0/2: done" in rest and "rank 1/2: done" in rest, rest
         assert session.exitstatus == 0, rest
 
