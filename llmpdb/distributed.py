@@ -19,6 +19,7 @@ import os
 import sys
 
 from .rank_commands import RankCommands
+from .rank_terminal import prompt_terminal
 from .rank_wait import PROMPT, QUIT, RESUME, wait_at_stop, wait_for_terminal
 from .ranks_store import RankJob, StoreUnavailable, connect_store
 from .session import SESSION
@@ -138,7 +139,8 @@ class DistributedMixin(RankCommands):
         again = True
         while again:  # again: the terminal came back to this rank at the same stop (after `rank K`)
             try:
-                result = super().interaction(frame, tb, *args, **kwargs)
+                with prompt_terminal(self):  # torchrun may hide this rank's output: use the terminal
+                    result = super().interaction(frame, tb, *args, **kwargs)
             finally:
                 again = self._rank_after_prompt(job)
         return result

@@ -151,3 +151,19 @@ def test_python_m_llmpdb_stops_rank0_at_line_1_then_a_breakpoint_only_rank1_reac
         rest = session.finish("c")
         assert "rank 1/2: done" in rest
         assert session.exitstatus == 0, rest
+
+
+@pytest.mark.timeout(60)
+def test_a_rank_whose_output_torchrun_hides_still_prompts_on_the_terminal():
+    """--local-ranks-filter 0 sends rank 1's output to /dev/null; LLMPDB_RANK=1 makes rank 1 prompt."""
+    args = ["--local-ranks-filter", "0", EXAMPLE]
+    with torchrun(args, PYTHONBREAKPOINT="llmpdb.set_trace", LLMPDB_RANK="1") as session:
+        header = _first_prompt(session)
+        assert f"ddp_train.py({BREAK_LINE})main()" in header
+        assert session.child.after == "(llmpdb r1) "
+        rows = _ranks_table(session)
+        assert rows["r0"].startswith("waiting at") and rows["r1"].startswith("prompt at"), rows
+        assert "(16, 4)" in session.run("p tuple(batch.shape)")
+        rest = session.finish("c")
+        assert "rank 0/2: done" in rest and "rank 1/2: done" not in rest, rest  # rank 1's output stays hidden
+        assert session.exitstatus == 0, rest
