@@ -15,12 +15,13 @@ only under a launcher (``WORLD_SIZE`` of 2 or more) or an initialised group.
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import sys
 
 from .rank_commands import RankCommands
-from .rank_terminal import prompt_terminal
-from .rank_wait import PROMPT, QUIT, RESUME, wait_at_stop, wait_for_terminal
+from .rank_terminal import message_on_terminal, prompt_terminal
+from .rank_wait import PROMPT, QUIT, RESUME, StepWatchdog, wait_at_stop, wait_for_terminal
 from .ranks_store import RankJob, StoreUnavailable, connect_store
 from .session import SESSION
 
@@ -118,6 +119,7 @@ class DistributedMixin(RankCommands):
     _rank_origin: str | None = None  # the stop this rank's prompt began at; kept while the user steps
     _rank_where = ""  # where that stop is, for messages
     _rank_handover: int | None = None  # `rank K` was typed: hand the terminal to rank K
+    _rank_watchdog: StepWatchdog | None = None  # running while a step is under way (see StepWatchdog)
     _rank_warned = False
 
     def _rank_job(self) -> RankJob | None:
@@ -131,6 +133,9 @@ class DistributedMixin(RankCommands):
         job = self._rank_job()
         if job is None:
             return super().interaction(frame, tb, *args, **kwargs)
+        if self._rank_watchdog is not None:  # a step ended at a stop: it was not stuck in a collective
+            self._rank_watchdog.cancel()
+            self._rank_watchdog = None
         if self._rank_origin is None and not self._rank_enter(job, frame, tb):
             self.initial_stop = False
             job.publish("running")
@@ -167,7 +172,7 @@ class DistributedMixin(RankCommands):
             if outcome == RESUME:
                 return False
             if outcome == PROMPT:
-                self.message(f"llmpdb r{job.rank}: {reason}")
+                message_on_terminal(self, f"llmpdb r{job.rank}: {reason}")
         if outcome == QUIT:
             self._rank_end(job, f"{reason}; rank {job.rank} ends too", announce=False)
         job.publish("prompt", where, stop)
@@ -181,7 +186,10 @@ class DistributedMixin(RankCommands):
         if self._rank_handover is not None:
             return self._rank_wait_after_handover(job)
         if getattr(self, "stoplineno", -1) != -1:  # next/step/until/return: the stop goes on, keep the terminal
-            return
+            if self._rank_origin is not None:
+                say = functools.partial(message_on_terminal, self)
+                self._rank_watchdog = StepWatchdog(job, self._rank_origin, self._rank_where, say).start()
+            return False
         stop, self._rank_origin = self._rank_origin, None
         if stop is not None:
             job.release(stop)
@@ -200,7 +208,7 @@ class DistributedMixin(RankCommands):
         if outcome == QUIT:
             self._rank_end(job, f"{reason}; rank {job.rank} ends too", announce=False)
         if outcome == PROMPT:
-            self.message(f"llmpdb r{job.rank}: {reason}")
+            message_on_terminal(self, f"llmpdb r{job.rank}: {reason}")
             job.publish("prompt", where, stop)
             return True
         self._rank_origin = None

@@ -8,6 +8,7 @@ Usage::
     #         `rank K`, the interactive rank ended, or has been running elsewhere for ``grace`` seconds while
     #         this rank was stopped here alone)
     outcome, reason = wait_for_terminal(job)          # PROMPT once this rank holds the lock, or QUIT
+    StepWatchdog(job, stop, where, message).start()   # a step into a collective releases the waiting ranks
 
 A waiting rank sleeps ``poll`` seconds (default ``LLMPDB_RANK_POLL`` or 0.2) between a few store reads, so it
 uses well under 1% of a core (``bench/rank_wait_bench.py`` measures it) and sees a quit within a second.
@@ -23,7 +24,7 @@ import time
 
 from .ranks_store import ENDED_STATES, RankJob
 
-__all__ = ["wait_at_stop", "wait_for_terminal", "RESUME", "QUIT", "PROMPT", "poll_interval", "grace_seconds"]
+__all__ = ["wait_at_stop", "wait_for_terminal", "StepWatchdog", "RESUME", "QUIT", "PROMPT", "poll_interval", "grace_seconds"]
 
 RESUME, QUIT, PROMPT = "resume", "quit", "prompt"
 _ACTIVE = ("prompt", "queued")
@@ -98,3 +99,48 @@ def wait_for_terminal(job: RankJob, *, poll: float | None = None, sleep=time.sle
             return QUIT, message
         sleep(poll)
     return PROMPT, ""
+
+
+class StepWatchdog:
+    """Usage: ``dog = StepWatchdog(job, stop, where, message); dog.start(); ...; dog.cancel()``.
+
+    Started when the prompting rank steps (``next``/``step``/``until``/``return``) while other ranks wait at
+    its stop. A step that runs into a collective (an all-reduce in DDP's backward, a barrier) would wait for
+    those ranks forever; if the step has not stopped again after ``grace`` seconds, the watchdog says so in one
+    line (naming the waiting ranks) and releases the stop: they run on, join the collective, and wait at their
+    next breakpoint. The prompting rank keeps the terminal and stops where its step ends."""
+
+    def __init__(self, job: RankJob, stop: str, where: str, message, grace: float | None = None):
+        import threading
+
+        self.job, self.stop, self.where, self.message = job, stop, where, message
+        self.grace = grace_seconds() if grace is None else grace
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="llmpdb-step-watchdog", daemon=True)
+        self.fired = False
+
+    def start(self) -> "StepWatchdog":
+        self._thread.start()
+        return self
+
+    def cancel(self) -> None:
+        self._done.set()
+
+    def _watch(self) -> None:
+        if self._done.wait(self.grace):
+            return
+        try:
+            if self.job.released(self.stop):
+                return
+            waiting = [rank for rank, record in self.job.records().items()
+                       if record is not None and record.state == "waiting" and record.stop == self.stop]
+            if not waiting:
+                return
+            self.fired = True
+            names = ", ".join(str(rank) for rank in waiting)
+            self.message(f"llmpdb r{self.job.rank}: the step has run {self.grace:g} s while rank(s) {names} wait at "
+                         f"{self.where}; it may be waiting for them in a collective (all-reduce, barrier, DDP "
+                         "backward): they run on to their next breakpoint")
+            self.job.release(self.stop)
+        except Exception as exc:  # the store is gone: the job is ending; nothing to release
+            self.message(f"llmpdb r{self.job.rank}: step watchdog: {type(exc).__name__}: {exc}")

@@ -154,16 +154,23 @@ def test_python_m_llmpdb_stops_rank0_at_line_1_then_a_breakpoint_only_rank1_reac
 
 
 @pytest.mark.timeout(60)
-def test_a_rank_whose_output_torchrun_hides_still_prompts_on_the_terminal():
-    """--local-ranks-filter 0 sends rank 1's output to /dev/null; LLMPDB_RANK=1 makes rank 1 prompt."""
+def test_a_rank_whose_output_torchrun_hides_prompts_and_next_into_the_all_reduce_does_not_hang():
+    """--local-ranks-filter 0 sends rank 1's output to /dev/null; LLMPDB_RANK=1 makes rank 1 prompt. Its
+    `next` over loss.backward() needs rank 0, which waits at the breakpoint: the watchdog releases it."""
     args = ["--local-ranks-filter", "0", EXAMPLE]
-    with torchrun(args, PYTHONBREAKPOINT="llmpdb.set_trace", LLMPDB_RANK="1") as session:
+    with torchrun(args, PYTHONBREAKPOINT="llmpdb.set_trace", LLMPDB_RANK="1", DDP_TIMEOUT="60") as session:
         header = _first_prompt(session)
         assert f"ddp_train.py({BREAK_LINE})main()" in header
         assert session.child.after == "(llmpdb r1) "
         rows = _ranks_table(session)
         assert rows["r0"].startswith("waiting at") and rows["r1"].startswith("prompt at"), rows
         assert "(16, 4)" in session.run("p tuple(batch.shape)")
+        assert f"ddp_train.py({BREAK_LINE + 1})main()" in session.run("n")  # -> loss.backward()
+        stepped = session.run("n")
+        assert "llmpdb r1: the step has run 1 s while rank(s) 0 wait at examples/ddp_train.py:" in stepped, stepped
+        assert "they run on to their next breakpoint" in stepped
+        assert f"ddp_train.py({BREAK_LINE + 2})main()" in stepped, stepped
+        assert session.child.after == "(llmpdb r1) "
         rest = session.finish("c")
         assert "rank 0/2: done" in rest and "rank 1/2: done" not in rest, rest  # rank 1's output stays hidden
         assert session.exitstatus == 0, rest
