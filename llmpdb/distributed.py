@@ -224,7 +224,7 @@ class DistributedMixin(RankCommands):
             job.publish("quit")
         except Exception as exc:  # the store may be gone: end anyway
             self.message(f"llmpdb r{job.rank}: cannot tell the other ranks: {type(exc).__name__}: {exc}")
-        self.message(f"llmpdb r{job.rank}: {reason} (exit status {QUIT_STATUS})")
+        message_on_terminal(self, f"llmpdb r{job.rank}: {reason} (exit status {QUIT_STATUS})")
         for stream in (self.stdout, sys.stdout, sys.stderr):
             try:
                 stream.flush()
