@@ -10,10 +10,13 @@ At the breakpoint (first step, after the loss) only rank 0 prompts, ``(llmpdb r0
 same line and resumes when rank 0 continues. Environment: ``DDP_TIMEOUT`` (seconds, default 1800) is the
 process group's timeout: a pause at the prompt longer than it is harmless, since waiting ranks wait through
 the c10d store, not a collective. ``DDP_STEPS`` (default 3) steps. ``DDP_LONE_RANK=1`` adds a breakpoint
-after training that only rank 1 reaches.
+after training that only rank 1 reaches. ``DDP_HANG=1`` makes the job hang after training: rank 0 in an
+all-reduce that rank 1 never joins, rank 1 in a loop waiting for a file; ``python -m llmpdb ranks --job``
+from another terminal shows both.
 """
 
 import os
+import time
 from datetime import timedelta
 
 import torch
@@ -51,6 +54,12 @@ def main() -> None:
         optimizer.step()
     if rank == int(os.environ.get("DDP_LONE_RANK", "-1")):
         breakpoint()  # this rank only
+    if os.environ.get("DDP_HANG") == "1":  # a hung job: rank 0 waits in an all-reduce rank 1 never joins
+        if rank == 0:
+            dist.all_reduce(loss.detach())
+        else:
+            while not os.path.exists(os.environ.get("DDP_HANG_UNTIL", os.devnull + ".never")):
+                time.sleep(0.05)
     print(f"rank {rank}/{world}: done, loss {loss.item():.4f}", flush=True)
     dist.destroy_process_group()
 

@@ -66,7 +66,12 @@ def _parse(argv: list[str]):
 
 def main(argv: list[str] | None = None) -> None:
     """Run the debugger over a script or module; exits with the program's status."""
-    commands, as_module, no_compile, args = _parse(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["ranks"] and not os.path.exists("ranks"):  # python -m llmpdb ranks --job: a hung job
+        from .rank_jobs import main as ranks_main
+
+        raise SystemExit(ranks_main(argv[1:]))
+    commands, as_module, no_compile, args = _parse(argv)
     if no_compile:
         os.environ["TORCHDYNAMO_DISABLE"] = "1"
 

@@ -20,6 +20,8 @@ import os
 import sys
 
 from .rank_commands import RankCommands
+from .rank_dump import start_watcher
+from .rank_jobs import register_job
 from .rank_terminal import message_on_terminal, prompt_terminal
 from .rank_wait import PROMPT, QUIT, RESUME, StepWatchdog, wait_at_stop, wait_for_terminal
 from .ranks_store import RankJob, StoreUnavailable, connect_store
@@ -123,11 +125,19 @@ class DistributedMixin(RankCommands):
     _rank_warned = False
 
     def _rank_job(self) -> RankJob | None:
+        fresh = _JOB is None
         job = rank_job()
+        if job is not None and fresh:  # the first stop in this job: register it, answer `ranks --job`
+            register_job(job.world)
+            start_watcher(job, self._rank_dump_debugger)
         if job is None and _NO_STORE is not None and not self._rank_warned:
             self._rank_warned = True
             self.message(f"llmpdb{rank_suffix()}: {_NO_STORE}; this rank stops on its own")
         return job
+
+    def _rank_dump_debugger(self, out):
+        """A debugger of this class on ``out``, for the watcher thread's `stack-model` and `shapes`."""
+        return type(self)(stdout=out, nosigint=True, readrc=False, headless_tour=[], color=False, width=100)
 
     def interaction(self, frame, tb, *args, **kwargs):
         job = self._rank_job()

@@ -29,7 +29,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 
-__all__ = ["RankRecord", "RankJob", "connect_store", "StoreUnavailable", "ENDED_STATES", "DEFAULT_POLICY"]
+__all__ = ["RankRecord", "RankJob", "connect_store", "torchrun_prefix", "StoreUnavailable", "ENDED_STATES", "DEFAULT_POLICY"]
 
 ENDED_STATES = ("finished", "failed", "quit")
 DEFAULT_POLICY = {"mode": "on", "skip": {}}
@@ -167,6 +167,12 @@ class RankJob:
             pass
 
 
+def torchrun_prefix() -> str:
+    """Usage: ``torchrun_prefix()`` -> ``"llmpdb/<run id>/<restart>/"``: this job's keys in torchrun's store."""
+    env = os.environ
+    return f"llmpdb/{env.get('TORCHELASTIC_RUN_ID', 'run')}/{env.get('TORCHELASTIC_RESTART_COUNT', '0')}/"
+
+
 def connect_store(timeout_s: float = 30.0) -> tuple[object, str]:
     """Usage: ``store, via = connect_store()``; raises ``StoreUnavailable`` with the reason.
 
@@ -186,9 +192,7 @@ def connect_store(timeout_s: float = 30.0) -> tuple[object, str]:
         except Exception as exc:
             raise StoreUnavailable(f"cannot reach torchrun's store at {env['MASTER_ADDR']}:"
                                    f"{env['MASTER_PORT']}: {type(exc).__name__}: {exc}") from None
-        run = env.get("TORCHELASTIC_RUN_ID", "run")
-        prefix = f"llmpdb/{run}/{env.get('TORCHELASTIC_RESTART_COUNT', '0')}/"
-        return dist.PrefixStore(prefix, client), f"torchrun store {env['MASTER_ADDR']}:{env['MASTER_PORT']}"
+        return dist.PrefixStore(torchrun_prefix(), client), f"torchrun store {env['MASTER_ADDR']}:{env['MASTER_PORT']}"
     dist = sys.modules.get("torch.distributed")
     if dist is not None and dist.is_available() and dist.is_initialized():
         from torch.distributed import distributed_c10d

@@ -15,6 +15,8 @@ import contextlib
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 
 import pexpect
@@ -174,3 +176,64 @@ def test_a_rank_whose_output_torchrun_hides_prompts_and_next_into_the_all_reduce
         rest = session.finish("c")
         assert "rank 0/2: done" in rest and "rank 1/2: done" not in rest, rest  # rank 1's output stays hidden
         assert session.exitstatus == 0, rest
+
+
+def _source_line(marker: str) -> int:
+    with open(os.path.join(ROOT, EXAMPLE), encoding="utf-8") as handle:
+        return next(n for n, line in enumerate(handle, 1) if marker in line)
+
+
+def _sections(text: str) -> dict[int, str]:
+    """``=== rank N ...`` sections of ``python -m llmpdb ranks --job``."""
+    parts = re.split(r"^=== rank (\d+)", text, flags=re.M)
+    return {int(parts[i]): parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+
+
+@pytest.mark.timeout(90)
+def test_a_job_hung_in_a_collective_shows_every_ranks_stack_and_shapes_from_another_terminal(tmp_path):
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONBREAKPOINT", "LLMPDB_RANK")}
+    env.update(PYTHONPATH=ROOT, TMPDIR=str(tmp_path), DDP_HANG="1", LLMPDB_DUMP_POLL="0.2", NO_COLOR="1")
+    log = open(tmp_path / "job.log", "w+", encoding="utf-8")
+    job = subprocess.Popen([sys.executable, *TORCHRUN, "-m", "llmpdb", "-c", "continue", EXAMPLE], cwd=ROOT, env=env,
+                           stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    workers: set[int] = set()
+    try:
+        deadline, sections, out = time.monotonic() + 60, {}, None
+        while time.monotonic() < deadline:
+            time.sleep(1)
+            workers |= set(_children(job.pid))
+            out = subprocess.run([sys.executable, "-m", "llmpdb", "ranks", "--job", "--timeout", "5"], cwd=ROOT,
+                                 env=env, capture_output=True, text=True, timeout=30)
+            sections = _sections(out.stdout)
+            if "(all_reduce)" in sections.get(0, "") and "main thread at" in sections.get(1, ""):
+                break
+        assert out is not None and out.returncode == 0, (out and out.stdout + out.stderr)
+        rank0, rank1 = sections[0], sections[1]
+        assert re.search(r"main thread at \S+/torch/distributed/distributed_c10d\.py:\d+ \(all_reduce\)", rank0), rank0
+        assert re.search(rf"main\(\)\s+ddp_train\.py:{_source_line('dist.all_reduce(loss.detach())')}\b", rank0), rank0
+        assert re.search(r"^tensor\s+\(\)\s+f32", rank0, re.M), rank0  # the all-reduce's tensor
+        hang_lines = {_source_line("while not os.path.exists"), _source_line("time.sleep(0.05)")}
+        where = re.search(r"main thread at \S+/examples/ddp_train\.py:(\d+) \(main\)", rank1)
+        assert where and int(where.group(1)) in hang_lines, rank1
+        assert re.search(r"^loss\s+\(\)\s+f32\s+4 B\s+MseLossBackward0", rank1, re.M), rank1
+        assert job.poll() is None  # nothing was stopped
+    finally:
+        workers |= set(_children(job.pid))
+        with contextlib.suppress(OSError):
+            os.killpg(job.pid, signal.SIGKILL)
+        for pid in workers:
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+        job.wait(10)
+        log.close()
+
+
+def test_ranks_job_without_a_running_job_says_so(tmp_path):
+    env = dict(os.environ, PYTHONPATH=ROOT, TMPDIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-m", "llmpdb", "ranks", "--job"], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 2
+    assert f"llmpdb: no running torchrun job registered in {tmp_path}/llmpdb-jobs-{os.getuid()}" in out.stderr
+    bad = subprocess.run([sys.executable, "-m", "llmpdb", "ranks", "--jobs"], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2 and "usage: python -m llmpdb ranks --job [RUN_ID]" in bad.stderr
