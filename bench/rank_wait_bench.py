@@ -8,7 +8,7 @@ Starts two processes with a gloo process group on the CPU (as torchrun would: ``
 ``MASTER_ADDR``/``MASTER_PORT``). Rank 0 plays the prompting rank: it holds the pause for ``--seconds``
 and continues. Rank 1 measures its own process CPU time (all threads) over wall time in three waits of the
 same length, in one run: llmpdb's wait (``llmpdb.rank_wait.wait_at_stop``: store reads every ``--poll``
-seconds, the way a rank waits at a breakpoint), ``torch.distributed.barrier()`` (what
+seconds, the way a rank waits at a breakpoint, with its ``ranks --job`` watcher thread running), ``torch.distributed.barrier()`` (what
 ``torch.distributed.breakpoint()`` parks the other ranks in), and a plain ``time.sleep`` (the floor: the
 process's own background threads). The goal for llmpdb's wait is under 1% of a core. Also printed: how
 long after rank 0 continued rank 1 resumed.
@@ -41,6 +41,7 @@ def worker(seconds: float, poll: float) -> None:
 
     import torch.distributed as dist
 
+    from llmpdb.rank_dump import start_watcher
     from llmpdb.rank_wait import wait_at_stop
     from llmpdb.ranks_store import RankJob
 
@@ -62,6 +63,7 @@ def worker(seconds: float, poll: float) -> None:
         dist.barrier()
         dist.barrier()  # rank 1 sleeps in between
     else:
+        start_watcher(job, None)  # as in a real rank: the thread that answers `python -m llmpdb ranks --job`
         job.publish("waiting", "bench:52 (main)", STOP)
         results["llmpdb wait (store poll)"] = _measure(lambda: wait_at_stop(job, STOP, grace=3600, poll=poll))
         results["llmpdb wait (store poll)"]["continued_at"] = float(store.get("released_at"))

@@ -10,7 +10,7 @@ At the breakpoint (first step, after the loss) only rank 0 prompts, ``(llmpdb r0
 same line and resumes when rank 0 continues. Environment: ``DDP_TIMEOUT`` (seconds, default 1800) is the
 process group's timeout: a pause at the prompt longer than it is harmless, since waiting ranks wait through
 the c10d store, not a collective. ``DDP_STEPS`` (default 3) steps. ``DDP_LONE_RANK=1`` adds a breakpoint
-after training that only rank 1 reaches. ``DDP_HANG=1`` makes the job hang after training: rank 0 in an
+after training that only rank 1 reaches; ``DDP_FAIL_RANK=1`` makes rank 1 raise after training. ``DDP_HANG=1`` makes the job hang after training: rank 0 in an
 all-reduce that rank 1 never joins, rank 1 in a loop waiting for a file; ``python -m llmpdb ranks --job``
 from another terminal shows both.
 """
@@ -54,6 +54,8 @@ def main() -> None:
         optimizer.step()
     if rank == int(os.environ.get("DDP_LONE_RANK", "-1")):
         breakpoint()  # this rank only
+    if rank == int(os.environ.get("DDP_FAIL_RANK", "-1")):
+        raise RuntimeError(f"rank {rank} fails on purpose (DDP_FAIL_RANK)")
     if os.environ.get("DDP_HANG") == "1":  # a hung job: rank 0 waits in an all-reduce rank 1 never joins
         if rank == 0:
             dist.all_reduce(loss.detach())

@@ -115,6 +115,11 @@ def _stop_identity(frame, tb) -> tuple[str, str, str]:
     return location, f"{location}#{hits[location]}", f"{path}:{line} ({code.co_name})"
 
 
+def _exception_name() -> str:
+    exc = sys.exc_info()[1]
+    return type(exc).__name__ if exc is not None else "an exception"
+
+
 class DistributedMixin(RankCommands):
     """One prompt for the whole job (see the module doc); a no-op outside a job of 2+ ranks."""
 
@@ -173,9 +178,14 @@ class DistributedMixin(RankCommands):
                 return False
             if not job.is_interactive and policy["mode"] == "off":
                 return False
-        if job.is_interactive:
+        if job.is_interactive or tb is not None:  # a post-mortem queues at once: no other rank will come here
+            if tb is not None:
+                where = f"post-mortem of {_exception_name()} at {where}"
             job.publish("queued", where, stop)
             outcome, reason = wait_for_terminal(job)
+            if tb is not None and not job.is_interactive and outcome == PROMPT:
+                message_on_terminal(self, f"llmpdb r{job.rank}: rank {job.rank} failed: {where}; it takes the "
+                                          "terminal (`ranks` shows the others)")
         else:
             job.publish("waiting", where, stop)
             outcome, reason = wait_at_stop(job, stop)

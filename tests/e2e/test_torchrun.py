@@ -136,8 +136,8 @@ def test_quit_on_rank0_ends_every_rank_within_10_s(how):
 
 
 @pytest.mark.timeout(60)
-def test_python_m_llmpdb_stops_rank0_at_line_1_then_a_breakpoint_only_rank1_reaches_prompts_on_rank1():
-    with torchrun(["-m", "llmpdb", EXAMPLE], DDP_LONE_RANK="1") as session:
+def test_python_m_llmpdb_stops_rank0_at_line_1_a_breakpoint_only_rank1_reaches_and_its_failure_prompt_on_rank1():
+    with torchrun(["-m", "llmpdb", EXAMPLE], DDP_LONE_RANK="1", DDP_FAIL_RANK="1") as session:
         assert "ddp_train.py(1)<module>()" in _first_prompt(session)
         rows = _ranks_table(session)
         assert rows["r0"].startswith("prompt at examples/ddp_train.py:1 (<module>)"), rows
@@ -150,9 +150,13 @@ def test_python_m_llmpdb_stops_rank0_at_line_1_then_a_breakpoint_only_rank1_reac
         assert session.child.after == "(llmpdb r1) "
         rows = _ranks_table(session)
         assert rows["r0"].startswith("finished") and rows["r1"].startswith("prompt at"), rows
+        failed = session.run("c")  # rank 1 raises: post-mortem on rank 1
+        fail_line = _source_line("fails on purpose")
+        assert (f"llmpdb r1: rank 1 failed: post-mortem of RuntimeError at examples/ddp_train.py:{fail_line} (main); "
+                "it takes the terminal") in failed, failed
+        assert session.child.after == "(llmpdb r1) "
         rest = session.finish("c")
-        assert "rank 1/2: done" in rest
-        assert session.exitstatus == 0, rest
+        assert session.exitstatus not in (0, None), rest
 
 
 @pytest.mark.timeout(60)
