@@ -32,7 +32,8 @@ __all__ = ["current_rank", "rank_suffix", "world_size", "interactive_rank", "ran
 
 QUIT_STATUS = 3  # the exit status of every rank after `quit` on the prompting rank
 _JOB: RankJob | None = None
-_NO_STORE: str | None = None
+_NO_STORE: str | None = None  # why no store could be reached (said once)
+_GAVE_UP = False  # no store will ever be reachable: stop trying
 
 
 def _initialised_dist():
@@ -75,20 +76,28 @@ def rank_suffix() -> str:
 
 def rank_job() -> RankJob | None:
     """Usage: ``rank_job()``; this rank's view of a job of 2+ ranks, or None (single process, no store)."""
-    global _JOB, _NO_STORE
+    global _JOB, _NO_STORE, _GAVE_UP
     if _JOB is not None:
         return _JOB
     rank, world = current_rank(), world_size()
-    if rank is None or world is None or world < 2 or _NO_STORE is not None:
+    if rank is None or world is None or world < 2 or _GAVE_UP:
         return None
     try:
         store, via = connect_store()
     except StoreUnavailable as exc:
-        _NO_STORE = str(exc)
+        _NO_STORE = str(exc)  # said once at a stop; tried again at the next stop until the group exists
+        _give_up_if_final()
         return None
     _JOB = RankJob(store, rank, world, interactive_rank(), via)
     atexit.register(_JOB.at_exit)
     return _JOB
+
+
+def _give_up_if_final() -> None:
+    """Stop trying once no store can appear any more: under torchrun, or after init_process_group."""
+    global _GAVE_UP
+    agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
+    _GAVE_UP = agent or _initialised_dist() is not None
 
 
 def _stop_identity(frame, tb) -> tuple[str, str, str]:

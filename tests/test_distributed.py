@@ -119,3 +119,17 @@ def test_rank0_rejects_bad_arguments(as_rank):
     assert "*** rank0: usage: rank0 [on | off | skip N] (got 'maybe')" in out
     assert "*** rank0: usage: rank0 [on | off | skip N] (got 'skip x')" in out
     assert "*** ranks: takes no arguments (usage: ranks)" in out
+
+
+def test_without_a_store_each_rank_says_so_once_and_stops_on_its_own(monkeypatch):
+    for name, value in (("_JOB", None), ("_NO_STORE", None), ("_GAVE_UP", False)):
+        monkeypatch.setattr(distributed, name, value)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.delenv("TORCHELASTIC_USE_AGENT_STORE", raising=False)
+    out = debug_transcript(loop, ["c", "p i", "c"], 1)
+    note = ("llmpdb r1: no c10d store: not under torchrun and torch.distributed is not initialised; "
+            "this rank stops on its own")
+    assert out.count(note) == 1, out
+    assert "(llmpdb r1) 0\n" in out  # it prompted like plain pdb
+    assert distributed._GAVE_UP is False  # the group may still be initialised: the next stop tries again
