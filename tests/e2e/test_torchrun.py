@@ -15,6 +15,7 @@ import contextlib
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -241,3 +242,41 @@ def test_ranks_job_without_a_running_job_says_so(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "llmpdb", "ranks", "--jobs"], cwd=ROOT, env=env, capture_output=True,
                          text=True, timeout=60)
     assert bad.returncode == 2 and "usage: python -m llmpdb ranks --job [RUN_ID]" in bad.stderr
+
+
+@pytest.mark.timeout(90)
+def test_two_launchers_with_nnodes_2_need_no_extra_step(tmp_path):
+    """Two nodes on one machine (static rendezvous): node 1's rank waits for node 0's prompt."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = str(sock.getsockname()[1])
+    nodes = ["--nnodes", "2", "--nproc-per-node", "1", "--master-addr", "127.0.0.1", "--master-port", port]
+    env = {key: value for key, value in os.environ.items() if key not in ("LLMPDB_RANK",)}
+    env.update(PYTHONPATH=ROOT, PYTHONBREAKPOINT="llmpdb.set_trace", DDP_TIMEOUT="30", LLMPDB_RANK_GRACE="30")
+    log = open(tmp_path / "node1.log", "w+", encoding="utf-8")
+    node1 = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *nodes, "--node-rank", "1", EXAMPLE],
+                             cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+    workers: set[int] = set()
+    try:
+        with torchrun([*nodes, "--node-rank", "0", EXAMPLE], PYTHONBREAKPOINT="llmpdb.set_trace",
+                      LLMPDB_RANK_GRACE="30") as session:
+            _first_prompt(session)
+            workers |= set(_children(node1.pid))
+            assert session.child.after == "(llmpdb r0) "
+            rows = _ranks_table(session)
+            assert rows["r1"].startswith(f"waiting at examples/ddp_train.py:{BREAK_LINE} (main)"), rows
+            rest = session.finish("c")
+            assert "rank 0/2: done" in rest and session.exitstatus == 0, rest
+        assert node1.wait(30) == 0
+        log.seek(0)
+        assert "rank 1/2: done" in log.read()
+    finally:
+        workers |= set(_children(node1.pid))
+        with contextlib.suppress(OSError):
+            os.killpg(node1.pid, signal.SIGKILL)
+        for pid in workers:
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+        node1.wait(10)
+        log.close()
