@@ -160,19 +160,31 @@ class DistributedMixin(RankCommands):
         if self._rank_watchdog is not None:  # a step ended at a stop: it was not stuck in a collective
             self._rank_watchdog.cancel()
             self._rank_watchdog = None
-        if self._rank_origin is None and not self._rank_enter(job, frame, tb):
-            self.initial_stop = False
-            job.publish("running")
-            self.set_continue()
-            return None
+        try:
+            if self._rank_origin is None and not self._rank_enter(job, frame, tb):
+                self.initial_stop = False
+                job.publish("running")
+                self.set_continue()
+                return None
+        except Exception as exc:  # the store failed (the launcher is gone?): stop like plain pdb
+            self.message(f"llmpdb r{job.rank}: the job's store failed ({type(exc).__name__}: {exc}); "
+                         "this rank stops on its own")
+            return super().interaction(frame, tb, *args, **kwargs)
         again = True
         while again:  # again: the terminal came back to this rank at the same stop (after `rank K`)
             try:
                 with prompt_terminal(self):  # torchrun may hide this rank's output: use the terminal
                     result = super().interaction(frame, tb, *args, **kwargs)
             finally:
-                again = self._rank_after_prompt(job)
+                again = self._rank_after_prompt_safely(job)
         return result
+
+    def _rank_after_prompt_safely(self, job: RankJob) -> bool:
+        try:
+            return self._rank_after_prompt(job)
+        except Exception as exc:  # never raise into the program from the debugger's own bookkeeping
+            self.message(f"llmpdb r{job.rank}: the job's store failed ({type(exc).__name__}: {exc})")
+            return False
 
     def _rank_enter(self, job: RankJob, frame, tb) -> bool:
         """Decide this stop: True to prompt here (this rank then holds the terminal), False to run on."""

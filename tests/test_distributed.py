@@ -133,3 +133,22 @@ def test_without_a_store_each_rank_says_so_once_and_stops_on_its_own(monkeypatch
     assert out.count(note) == 1, out
     assert "(llmpdb r1) 0\n" in out  # it prompted like plain pdb
     assert distributed._GAVE_UP is False  # the group may still be initialised: the next stop tries again
+
+
+@pytest.mark.timeout(30)
+def test_a_store_that_fails_mid_job_never_raises_into_the_program(monkeypatch):
+    """The launcher (and its store) went away: the stop says so and prompts like plain pdb."""
+    from datetime import timedelta
+
+    server = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=2))
+    client = dist.TCPStore("127.0.0.1", server.port, is_master=False, wait_for_workers=False,
+                           timeout=timedelta(seconds=2))
+    client.set("alive", "1")
+    del server
+    monkeypatch.setattr(SESSION, "_memories", {})
+    monkeypatch.setattr(distributed, "_JOB", RankJob(client, 0, 2, 0, "test"))
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    out = debug_transcript(loop, ["c", "p i", "c"], 1)
+    assert "llmpdb r0: the job's store failed (DistNetworkError: " in out, out
+    assert "(llmpdb r0) 0\n" in out
