@@ -87,6 +87,16 @@ def _ranks_table(session) -> dict[str, str]:
     return rows
 
 
+def _ranks_once(session, rank: str, prefix: str, timeout: float = 20) -> dict[str, str]:
+    """`ranks` until ``rank``'s row starts with ``prefix`` (the other rank may still be on its way)."""
+    deadline = time.monotonic() + timeout
+    rows = _ranks_table(session)
+    while not rows.get(rank, "").startswith(prefix) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        rows = _ranks_table(session)
+    return rows
+
+
 @pytest.mark.timeout(60)
 def test_rank0_prompts_rank1_waits_at_the_same_line_past_the_group_timeout_then_takes_over_with_rank_1():
     with torchrun([EXAMPLE], PYTHONBREAKPOINT="llmpdb.set_trace") as session:
@@ -94,7 +104,7 @@ def test_rank0_prompts_rank1_waits_at_the_same_line_past_the_group_timeout_then_
         assert f"ddp_train.py({BREAK_LINE})main()" in header
         assert session.child.after == "(llmpdb r0) "
         stopped = time.monotonic()
-        rows = _ranks_table(session)
+        rows = _ranks_once(session, "r1", "waiting")
         assert rows["r0"].startswith(f"prompt at examples/ddp_train.py:{BREAK_LINE} (main)"), rows
         assert rows["r1"].startswith(f"waiting at examples/ddp_train.py:{BREAK_LINE} (main)"), rows
         shapes = session.run("shapes")
@@ -145,7 +155,7 @@ def test_python_m_llmpdb_stops_rank0_at_line_1_a_breakpoint_only_rank1_reaches_a
         assert not rows["r1"].startswith("waiting"), rows  # rank 1 runs on to its first breakpoint
         session.run("c")
         assert session.child.after == "(llmpdb r0) "
-        assert _ranks_table(session)["r1"].startswith(f"waiting at examples/ddp_train.py:{BREAK_LINE}")
+        assert _ranks_once(session, "r1", "waiting")["r1"].startswith(f"waiting at examples/ddp_train.py:{BREAK_LINE}")
         lone = session.run("c")  # rank 0 finishes; rank 1 stops alone after training
         assert "llmpdb r1: rank 0 has finished; rank 1 stopped here alone and takes the terminal" in lone, lone
         assert session.child.after == "(llmpdb r1) "
@@ -170,7 +180,7 @@ def test_a_rank_whose_output_torchrun_hides_prompts_and_next_into_the_all_reduce
         header = _first_prompt(session)
         assert f"ddp_train.py({BREAK_LINE})main()" in header
         assert session.child.after == "(llmpdb r1) "
-        rows = _ranks_table(session)
+        rows = _ranks_once(session, "r0", "waiting")
         assert rows["r0"].startswith("waiting at") and rows["r1"].startswith("prompt at"), rows
         assert "(16, 4)" in session.run("p tuple(batch.shape)")
         assert f"ddp_train.py({BREAK_LINE + 1})main()" in session.run("n")  # -> loss.backward()
@@ -265,7 +275,7 @@ def test_two_launchers_with_nnodes_2_need_no_extra_step(tmp_path):
             _first_prompt(session)
             workers |= set(_children(node1.pid))
             assert session.child.after == "(llmpdb r0) "
-            rows = _ranks_table(session)
+            rows = _ranks_once(session, "r1", "waiting")
             assert rows["r1"].startswith(f"waiting at examples/ddp_train.py:{BREAK_LINE} (main)"), rows
             rest = session.finish("c")
             assert "rank 0/2: done" in rest and session.exitstatus == 0, rest
