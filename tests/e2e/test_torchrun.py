@@ -4,9 +4,11 @@ Usage::
 
     python -m pytest tests/e2e/test_torchrun.py -q
 
-Each test starts ``python -m torch.distributed.run`` on ``examples/ddp_train.py`` in its own pty session and
-kills, in a ``finally``, the launcher's process group and each worker's (torchrun starts every worker in a
-session of its own). Each has its own timeout; the whole file takes about half a minute.
+Each test starts ``python -m torch.distributed.run`` on ``examples/ddp_train.py`` (in its own pty session,
+or a new session) and kills, in a ``finally``, the launcher's process group while the launcher is still
+unreaped and each worker's (torchrun starts every worker in a session of its own) after checking that the
+pid still runs the example. Each has its own timeout; the file runs eight jobs, about 70 s on an idle
+two-core machine.
 """
 
 from __future__ import annotations
@@ -53,6 +55,29 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _ours(pid: int) -> bool:
+    """A live process running this file's example or torchrun: never signal a pid the system reused."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            command = handle.read().replace(b"\0", b" ")
+    except OSError:
+        return False
+    return EXAMPLE.encode() in command and _alive(pid)
+
+
+def _kill_job(launcher: int, workers: set[int], launcher_alive: bool) -> None:
+    """SIGKILL the launcher's group (only while the launcher is unreaped: its pid is still ours) and each
+    worker's group (torchrun starts every worker in a session of its own)."""
+    if launcher_alive:
+        workers |= set(_children(launcher))
+        with contextlib.suppress(OSError):
+            os.killpg(launcher, signal.SIGKILL)
+    for pid in workers:
+        if _ours(pid):
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+
+
 @contextlib.contextmanager
 def torchrun(args: list[str], **env: str):
     """A PtySession running torchrun; ``session.workers`` lists the worker pids once the first prompt shows."""
@@ -63,12 +88,8 @@ def torchrun(args: list[str], **env: str):
     try:
         yield session
     finally:
-        workers = set(session.workers) | set(_children(session.child.pid))
-        with contextlib.suppress(OSError):
-            os.killpg(session.child.pid, signal.SIGKILL)  # pexpect made the launcher a session leader
-        for pid in workers:
-            with contextlib.suppress(OSError):
-                os.killpg(pid, signal.SIGKILL)
+        # pexpect made the launcher a session leader; once pexpect reaped it, its pid may be someone else's
+        _kill_job(session.child.pid, set(session.workers), not session.child.closed and session.child.isalive())
         session.child.close(force=True)
 
 
@@ -234,12 +255,7 @@ def test_a_job_hung_in_a_collective_shows_every_ranks_stack_and_shapes_from_anot
         assert re.search(r"^loss\s+\(\)\s+f32\s+4 B\s+MseLossBackward0", rank1, re.M), rank1
         assert job.poll() is None  # nothing was stopped
     finally:
-        workers |= set(_children(job.pid))
-        with contextlib.suppress(OSError):
-            os.killpg(job.pid, signal.SIGKILL)
-        for pid in workers:
-            with contextlib.suppress(OSError):
-                os.killpg(pid, signal.SIGKILL)
+        _kill_job(job.pid, workers, job.poll() is None)
         job.wait(10)
         log.close()
 
@@ -283,11 +299,6 @@ def test_two_launchers_with_nnodes_2_need_no_extra_step(tmp_path):
         log.seek(0)
         assert "rank 1/2: done" in log.read()
     finally:
-        workers |= set(_children(node1.pid))
-        with contextlib.suppress(OSError):
-            os.killpg(node1.pid, signal.SIGKILL)
-        for pid in workers:
-            with contextlib.suppress(OSError):
-                os.killpg(pid, signal.SIGKILL)
+        _kill_job(node1.pid, workers, node1.poll() is None)
         node1.wait(10)
         log.close()
