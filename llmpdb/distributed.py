@@ -137,6 +137,7 @@ class DistributedMixin(RankCommands):
     _rank_handover: int | None = None  # `rank K` was typed: hand the terminal to rank K
     _rank_watchdog: StepWatchdog | None = None  # running while a step is under way (see StepWatchdog)
     _rank_warned = False
+    _rank_interrupts = 0  # Ctrl-C in a row at this prompt
 
     def _rank_job(self) -> RankJob | None:
         fresh = _JOB is None
@@ -185,6 +186,30 @@ class DistributedMixin(RankCommands):
         except Exception as exc:  # never raise into the program from the debugger's own bookkeeping
             self.message(f"llmpdb r{job.rank}: the job's store failed ({type(exc).__name__}: {exc})")
             return False
+
+    def precmd(self, line):
+        self._rank_interrupts = 0  # a command was typed: Ctrl-C counts from zero again
+        return super().precmd(line)
+
+    def _cmdloop(self):
+        """pdb's loop (a Ctrl-C at the prompt cancels the line), except that in a job Ctrl-C twice in a row
+        ends every rank, as `quit` does: torchrun starts each rank in a session of its own, so the
+        terminal's Ctrl-C reaches only the rank reading it."""
+        job = _JOB
+        if job is None or not hasattr(super(), "_cmdloop"):
+            return super()._cmdloop()
+        self._rank_interrupts = 0
+        while True:
+            try:
+                self.allow_kbdint = True
+                self.cmdloop()
+                self.allow_kbdint = False
+                return None
+            except KeyboardInterrupt:
+                self._rank_interrupts += 1
+                if self._rank_interrupts >= 2:
+                    self._rank_end(job, f"Ctrl-C twice on rank {job.rank}: every rank of the job ends", announce=True)
+                self.message("--KeyboardInterrupt-- (Ctrl-C again ends every rank of the job, as `q` does)")
 
     def _rank_enter(self, job: RankJob, frame, tb) -> bool:
         """Decide this stop: True to prompt here (this rank then holds the terminal), False to run on."""

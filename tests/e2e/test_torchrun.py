@@ -147,21 +147,26 @@ def test_rank0_prompts_rank1_waits_at_the_same_line_past_the_group_timeout_then_
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("how", ["quit", "ctrl-d"])
-def test_quit_on_rank0_ends_every_rank_within_10_s(how):
+@pytest.mark.parametrize("how", ["quit", "ctrl-d", "ctrl-c twice"])
+def test_quit_ctrl_d_or_ctrl_c_twice_on_rank0_ends_every_rank_within_10_s(how):
     with torchrun([EXAMPLE], PYTHONBREAKPOINT="llmpdb.set_trace") as session:
         _first_prompt(session)
         assert len(session.workers) == 2
         started = time.monotonic()
         if how == "quit":
             session.child.sendline("q")
-        else:
+        elif how == "ctrl-d":
             session.child.sendeof()
+        else:
+            session.child.sendintr()
+            session.child.expect("Ctrl-C again ends every rank of the job")
+            session.child.sendintr()
         session.child.expect(pexpect.EOF, timeout=10)
         elapsed = time.monotonic() - started
         session.child.close()
         text = session.child.before
-        assert "llmpdb r0: quit on rank 0: every rank of the job ends (exit status 3)" in text, text
+        said = "Ctrl-C twice on rank 0" if how == "ctrl-c twice" else "quit on rank 0"
+        assert f"llmpdb r0: {said}: every rank of the job ends (exit status 3)" in text, text
         assert session.exitstatus not in (0, None)
         assert elapsed < 10
         assert not [pid for pid in session.workers if _alive(pid)]
