@@ -12,11 +12,13 @@ thread's frames (``sys._current_frames()``). The watcher reads the store key ``d
 ``LLMPDB_DUMP_POLL`` seconds (default 0.5); for each new request it builds a debugger on a string buffer,
 positions it at the main thread's innermost frame outside llmpdb and pdb (the breakpoint's frame for a
 rank waiting at a stop), runs ``stack-model`` and ``shapes`` there and writes the text to
-``dump/<request>/<rank>``. Nothing in the program is changed or stopped; no tensor data is read.
+``dump/<request>/<rank>``. Nothing in the program is changed or stopped; no tensor data is read. At exit
+the watcher is stopped and joined before the interpreter tears the store down.
 """
 
 from __future__ import annotations
 
+import atexit
 import io
 import os
 import sys
@@ -71,10 +73,9 @@ def _poll_seconds() -> float:
         return 0.5
 
 
-def _watch(job, make_debugger) -> None:
+def _watch(job, make_debugger, stop: threading.Event) -> None:
     answered = 0
-    while True:
-        time.sleep(_poll_seconds())
+    while not stop.wait(_poll_seconds()):
         try:
             wanted = int(job._get("dump/request") or 0)
             if wanted <= answered:
@@ -93,9 +94,19 @@ def start_watcher(job, make_debugger) -> None:
     """Usage: ``start_watcher(job, factory)``; idempotent per rank; ``LLMPDB_DUMP_POLL=0`` disables it."""
     if os.environ.get("LLMPDB_DUMP_POLL") == "0" or job.rank in _WATCHERS:
         return
-    thread = threading.Thread(target=_watch, args=(job, make_debugger), name="llmpdb-rank-watcher", daemon=True)
+    stop = threading.Event()
+    thread = threading.Thread(target=_watch, args=(job, make_debugger, stop), name="llmpdb-rank-watcher",
+                              daemon=True)
     _WATCHERS[job.rank] = thread
     thread.start()
+    atexit.register(_stop_watcher, thread, stop)
+
+
+def _stop_watcher(thread: threading.Thread, stop: threading.Event) -> None:
+    """At exit, before the interpreter tears the store down: a thread left inside a store call then would
+    abort the process ("terminate called without an active exception")."""
+    stop.set()
+    thread.join(5)
 
 
 def request_dumps(store, world: int, timeout: float = 10.0, poll: float = 0.1) -> dict[int, str | None]:

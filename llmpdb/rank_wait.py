@@ -19,6 +19,7 @@ line under ``python -m llmpdb``, a breakpoint of its own) holds it, and the inte
 
 from __future__ import annotations
 
+import atexit
 import os
 import time
 
@@ -101,6 +102,18 @@ def wait_for_terminal(job: RankJob, *, poll: float | None = None, sleep=time.sle
     return PROMPT, ""
 
 
+def _cancel_armed_watchdogs() -> None:
+    """At exit (a step that ran off the end of the program): no store call may run while the interpreter
+    tears the store down."""
+    for dog in list(_ARMED):
+        dog.cancel()
+        dog._thread.join(5)
+
+
+_ARMED: set = set()
+atexit.register(_cancel_armed_watchdogs)
+
+
 class StepWatchdog:
     """Usage: ``dog = StepWatchdog(job, stop, where, message); dog.start(); ...; dog.cancel()``.
 
@@ -120,11 +133,13 @@ class StepWatchdog:
         self.fired = False
 
     def start(self) -> "StepWatchdog":
+        _ARMED.add(self)
         self._thread.start()
         return self
 
     def cancel(self) -> None:
         self._done.set()
+        _ARMED.discard(self)
 
     def _watch(self) -> None:
         if self._done.wait(self.grace):

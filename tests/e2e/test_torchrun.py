@@ -131,6 +131,8 @@ def test_rank0_prompts_rank1_waits_at_the_same_line_past_the_group_timeout_then_
         shapes = session.run("shapes")
         assert re.search(r"^batch\s+\(16, 4\)\s+f32", shapes, re.M), shapes
         assert re.search(r"^loss\s+\(\)\s+f32", shapes, re.M), shapes
+        stack = session.run("stack-model")
+        assert re.search(rf"^>#\d+\s+main\(\)\s+ddp_train\.py:{BREAK_LINE}\b", stack, re.M), stack
         assert "rank0 on: rank 0 prompts" in session.run("rank0")
         time.sleep(max(0.0, 4 - (time.monotonic() - stopped)))  # longer than the group's 3 s timeout
         assert "(llmpdb r1)" not in "".join(session.transcript)
