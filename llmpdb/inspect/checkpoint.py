@@ -130,9 +130,9 @@ def _tensor_count(obj: Any, depth: int = 0) -> int:
     """Tensors directly in ``obj``, or in its nested weights dict when it has none of its own."""
     import torch
 
-    if not isinstance(obj, dict) or depth > 4:
+    if not issubclass(type(obj), dict) or depth > 4:
         return 0
-    direct = sum(1 for v in obj.values() if isinstance(v, torch.Tensor))
+    direct = sum(1 for v in obj.values() if issubclass(type(v), torch.Tensor))
     if direct:
         return direct
     return max((_tensor_count(obj.get(k), depth + 1) for k in NESTED_KEYS), default=0)
@@ -148,9 +148,9 @@ def find_state_dict(obj: Any, label: str) -> tuple[dict[str, Any], str | None, l
 
     path: list[str] = []
     for _ in range(4):
-        if not isinstance(obj, dict):
+        if not issubclass(type(obj), dict):  # by type, here and below: isinstance reads __class__
             break
-        tensors = {k: v for k, v in obj.items() if isinstance(k, str) and isinstance(v, torch.Tensor)}
+        tensors = {k: v for k, v in obj.items() if type(k) is str and issubclass(type(v), torch.Tensor)}
         counts = {k: _tensor_count(obj.get(k)) for k in NESTED_KEYS}
         nested = max((k for k in NESTED_KEYS if counts[k]), key=lambda k: counts[k], default=None)
         if nested is not None and counts[nested] > len(tensors):
@@ -162,7 +162,7 @@ def find_state_dict(obj: Any, label: str) -> tuple[dict[str, Any], str | None, l
             notes = [f"ignored {len(others)} non-tensor entries ({', '.join(others[:4])})"] if others else []
             return tensors, ".".join(path) or None, notes
         break
-    if isinstance(obj, dict):
+    if issubclass(type(obj), dict):
         keys = ", ".join(str(k) for k in list(obj)[:6])
         raise CheckpointError(f"{label}: no tensors found (top-level keys: {keys})")
     raise CheckpointError(f"{label}: holds a {type(obj).__name__}, not a dict of tensors")
