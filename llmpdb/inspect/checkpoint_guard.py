@@ -140,12 +140,13 @@ def _zip_pickle(fh: BinaryIO, name: str) -> bytes | None:
                 f"{human_bytes(info.compress_size)} ({info.file_size // max(info.compress_size, 1)}×): a zip bomb; "
                 "torch.save never compresses")
     prefix = entries[0].filename.split("/", 1)[0] if entries else ""
+    for info in entries:  # records torch reads whole (data.pkl, version, byteorder...): tensors live in data/
+        if not info.filename.startswith(f"{prefix}/data/") and info.file_size > MAX_PICKLE_BYTES:
+            raise CheckpointError(f"{name}: refused: {info.filename} is {human_bytes(info.file_size)}; a state "
+                                  f"dict's pickle holds no tensor data (limit {human_bytes(MAX_PICKLE_BYTES)})")
     info = next((i for i in entries if i.filename == f"{prefix}/data.pkl"), None)
     if info is None:
         return None
-    if info.file_size > MAX_PICKLE_BYTES:
-        raise CheckpointError(f"{name}: refused: {info.filename} is {human_bytes(info.file_size)}; a state dict's "
-                              f"pickle holds no tensor data (limit {human_bytes(MAX_PICKLE_BYTES)})")
     try:
         with archive.open(info) as member:
             return member.read(MAX_PICKLE_BYTES + 1)  # never more than declared: zipfile stops there

@@ -6,6 +6,7 @@ import io
 import json
 import os
 import pickle
+import re
 import struct
 import subprocess
 import sys
@@ -214,3 +215,17 @@ def test_a_pickle_with_code_names_the_callable_and_runs_nothing(tmp_path, monkey
     assert _refusal(tmp_path / "evil.pt") == f"evil.pt: {refused}"
     assert _refusal(tmp_path / "evil.bin") == f"evil.bin: {refused}"
     assert not (tmp_path / "pwned-by-pickle").exists()
+
+
+def test_a_stored_pickle_over_the_limit_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    import llmpdb.inspect.checkpoint_guard as guard
+
+    monkeypatch.setattr(guard, "MAX_PICKLE_BYTES", 1024)
+    path = tmp_path / "big.pt"
+    torch.save({f"w{i}": torch.zeros(1) for i in range(100)}, path)
+    assert re.fullmatch(r"big.pt: refused: big/data.pkl is \d+\.\d KiB; a state dict's pickle holds no tensor data "
+                        r"\(limit 1.0 KiB\)", _refusal(path))
+    legacy = tmp_path / "big.bin"
+    torch.save({f"w{i}": torch.zeros(1) for i in range(100)}, legacy, _use_new_zipfile_serialization=False)
+    assert _refusal(legacy) == ("big.bin: refused: its pickle runs past 1.0 KiB; a state dict's pickle holds no "
+                                "tensor data")
