@@ -245,14 +245,23 @@ def _display(full: str) -> str:
 def refuse_pickle_code(path: str, *, unsafe_trusted: bool = False) -> None:
     """Usage: ``refuse_pickle_code("ckpt.pt")``; raises ``CheckpointError`` for a file that must not be loaded.
 
-    Always: a non-regular file, a zip entry that inflates more than ``MAX_INFLATE_RATIO``×, a ``data.pkl``
-    over ``MAX_PICKLE_BYTES``. Unless ``unsafe_trusted``: a pickle importing a global outside torch's
+    Always: a non-regular or empty file (``/proc`` files say 0 bytes), a zip entry that inflates more than
+    ``MAX_INFLATE_RATIO``×, a ``data.pkl`` over ``MAX_PICKLE_BYTES``. Unless ``unsafe_trusted``: a pickle importing a global outside torch's
     ``weights_only`` allow list: ``refused: this pickle would run code (os.system); `--unsafe-trusted`
     loads it``.
     """
     name = _short(path)
+    try:
+        _scan(path, name, unsafe_trusted)
+    except OSError as exc:
+        raise CheckpointError(f"{name}: cannot read: {exc.strerror or exc}") from None
+
+
+def _scan(path: str, name: str, unsafe_trusted: bool) -> None:
     with open_regular(path, name) as fh:
         size = os.fstat(fh.fileno()).st_size
+        if size == 0:  # also what /proc and /sys files report: their reads can block or never end
+            raise CheckpointError(f"{name}: refused: an empty file (0 bytes), not a torch.save file")
         if fh.read(4) == b"PK\x03\x04":
             fh.seek(0)
             data = _zip_pickle(fh, name)

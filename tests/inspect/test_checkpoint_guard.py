@@ -229,3 +229,9 @@ def test_a_stored_pickle_over_the_limit_is_refused_before_it_is_read(tmp_path, m
     torch.save({f"w{i}": torch.zeros(1) for i in range(100)}, legacy, _use_new_zipfile_serialization=False)
     assert _refusal(legacy) == ("big.bin: refused: its pickle runs past 1.0 KiB; a state dict's pickle holds no "
                                 "tensor data")
+
+
+def test_empty_and_proc_files_are_refused_before_torch_reads_them(tmp_path):
+    (tmp_path / "empty.pt").write_bytes(b"")
+    assert _refusal(tmp_path / "empty.pt") == "empty.pt: refused: an empty file (0 bytes), not a torch.save file"
+    assert _refusal("/proc/self/environ") == "environ: refused: an empty file (0 bytes), not a torch.save file"
