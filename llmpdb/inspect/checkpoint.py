@@ -26,7 +26,6 @@ Every failure is a ``CheckpointError`` with a one-line message.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import struct
@@ -37,10 +36,12 @@ from .checkpoint_guard import (
     MAX_HEADER,
     CheckpointError,
     contained_shard,
+    load_json,
     open_regular,
     parse_safetensors_header,
     refuse_pickle_code,
     require_regular_file,
+    shown_name,
 )
 from .kinds import is_module
 
@@ -224,7 +225,7 @@ def _read_index(index_path: str, unsafe_trusted: bool) -> CheckpointInfo:
             raw = fh.read(MAX_HEADER + 1)
         if len(raw) > MAX_HEADER:
             raise CheckpointError(f"{name}: refused: an index over {MAX_HEADER // 2**20} MB")
-        index = json.loads(raw.decode("utf-8"))
+        index = load_json(raw, name, "index")
         weight_map = index["weight_map"]
         if not isinstance(weight_map, dict):
             raise TypeError("weight_map is not an object")
@@ -239,7 +240,8 @@ def _read_index(index_path: str, unsafe_trusted: bool) -> CheckpointInfo:
     paths = [contained_shard(folder, s, name) for s in shards]
     absent = [s for s, p in zip(shards, paths) if not os.path.lexists(p)]
     if absent:
-        raise CheckpointError(f"{name}: {len(absent)} shard(s) listed but absent: {', '.join(absent[:3])}")
+        shown = ", ".join(shown_name(s, 60).strip("'") for s in absent[:3])
+        raise CheckpointError(f"{name}: {len(absent)} shard(s) listed but absent: {shown}")
     for path in paths:
         require_regular_file(path)
     info = _merge([_read_one(p, unsafe_trusted) for p in paths], index_path)

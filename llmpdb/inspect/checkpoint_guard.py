@@ -27,8 +27,8 @@ from ..units import human_bytes
 
 __all__ = [
     "CheckpointError", "MAX_HEADER", "MAX_PICKLE_BYTES", "MAX_INFLATE_RATIO", "ST_DTYPES",
-    "require_regular_file", "open_regular", "contained_shard", "refuse_pickle_code", "pickle_imports",
-    "parse_safetensors_header",
+    "require_regular_file", "open_regular", "contained_shard", "shown_name", "refuse_pickle_code",
+    "pickle_imports", "load_json", "parse_safetensors_header",
 ]
 
 MAX_HEADER = 100 * 1024 * 1024  # the safetensors library refuses larger headers too
@@ -68,7 +68,8 @@ def require_regular_file(path: str, label: str | None = None) -> os.stat_result:
         raise CheckpointError(f"{name}: cannot read: {exc.strerror or exc}") from None
     if not stat.S_ISREG(st.st_mode):
         kind = next((what for test, what in _FILE_KINDS if test(st.st_mode)), "not a regular file")
-        raise CheckpointError(f"{name}: refused: {kind}, not a regular file (reading it could block forever)")
+        why = "" if stat.S_ISDIR(st.st_mode) else " (reading it could block forever)"
+        raise CheckpointError(f"{name}: refused: {kind}, not a regular file{why}")
     return st
 
 
@@ -102,6 +103,12 @@ def _hub_blobs(root: str) -> str | None:
     return None
 
 
+def shown_name(name: str, limit: int = 80) -> str:
+    """Usage: ``shown_name(shard)``; ``repr`` of a file name, cut in the middle when longer than ``limit``."""
+    text = repr(name)
+    return text if len(text) <= limit else text[:limit // 2 - 1] + "…" + text[-(limit // 2 - 1):]
+
+
 def contained_shard(folder: str, shard: str, label: str) -> str:
     """Usage: ``path = contained_shard(folder, "model-00001.safetensors", "index.json")``.
 
@@ -109,17 +116,20 @@ def contained_shard(folder: str, shard: str, label: str) -> str:
     whose target is outside is refused (a link into a Hugging Face cache's ``blobs/`` is the one exception:
     that is how the cache stores every file).
     """
+    shown = shown_name(shard)
+    if "\x00" in shard:
+        raise CheckpointError(f"{label}: refused: shard {shown} holds a NUL byte, which no file name can")
     if os.path.isabs(shard) or os.path.splitdrive(shard)[0]:
-        raise CheckpointError(f"{label}: refused: shard {shard!r} is an absolute path, outside the checkpoint's "
+        raise CheckpointError(f"{label}: refused: shard {shown} is an absolute path, outside the checkpoint's "
                               "folder")
     root = os.path.realpath(folder)
     lexical = os.path.normpath(os.path.join(root, shard))
     if not _inside(lexical, root):
-        raise CheckpointError(f"{label}: refused: shard {shard!r} is outside the checkpoint's folder")
+        raise CheckpointError(f"{label}: refused: shard {shown} is outside the checkpoint's folder")
     target = os.path.realpath(lexical)
     blobs = _hub_blobs(root)
     if not _inside(target, root) and not (blobs and _inside(target, blobs)):
-        raise CheckpointError(f"{label}: refused: shard {shard!r} links to {target}, outside the checkpoint's "
+        raise CheckpointError(f"{label}: refused: shard {shown} links to {target}, outside the checkpoint's "
                               "folder (name that file itself to read it)")
     return os.path.join(folder, shard)
 
@@ -308,7 +318,7 @@ class _Number(float):
 def _parse_int(text: str) -> int:
     digits = len(text.lstrip("-"))
     if digits > _MAX_DIGITS:
-        raise _HeaderProblem(f"a {digits}-digit number (sizes and offsets have at most {_MAX_DIGITS})")
+        raise _HeaderProblem(f"a {digits}-digit number (a checkpoint's numbers have at most {_MAX_DIGITS})")
     return int(text)
 
 
@@ -355,6 +365,22 @@ def _entry(key: str, entry: Any, data_size: int) -> tuple[str, tuple[int, ...], 
     return dtype, tuple(shape), begin, end
 
 
+def load_json(raw: bytes, name: str, what: str) -> Any:
+    """Usage: ``load_json(raw, "index.json", "index")``; JSON with numbers of at most 19 digits, no NaN, a
+    bounded depth; every failure one ``CheckpointError`` line (``{name}: refused: {what} holds ...``)."""
+    try:
+        return json.loads(raw.decode("utf-8"), parse_int=_parse_int, parse_float=_parse_float,
+                          parse_constant=_parse_constant)
+    except _HeaderProblem as exc:
+        raise CheckpointError(f"{name}: refused: {what} holds {exc}") from None
+    except RecursionError:
+        raise CheckpointError(f"{name}: refused: {what} is nested too deeply") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"{name}: {what} is not valid JSON ({exc})") from None
+    except ValueError as exc:  # anything else the decoder refuses
+        raise CheckpointError(f"{name}: {what} is not valid JSON ({str(exc)[:80]})") from None
+
+
 def parse_safetensors_header(raw: bytes, data_size: int, name: str) -> tuple[dict[str, tuple[str, tuple[int, ...]]],
                                                                           dict[str, Any]]:
     """Usage: ``tensors, metadata = parse_safetensors_header(raw, size - 8 - n, "m.safetensors")``.
@@ -363,17 +389,7 @@ def parse_safetensors_header(raw: bytes, data_size: int, name: str) -> tuple[dic
     number of more than 19 digits, an unknown dtype, a negative or non-integer dimension or offset, a span
     that does not fit dtype × shape or the file, two tensors sharing bytes.
     """
-    try:
-        header = json.loads(raw.decode("utf-8"), parse_int=_parse_int, parse_float=_parse_float,
-                            parse_constant=_parse_constant)
-    except _HeaderProblem as exc:
-        raise CheckpointError(f"{name}: refused: safetensors header holds {exc}") from None
-    except RecursionError:
-        raise CheckpointError(f"{name}: refused: safetensors header is nested too deeply to be a header") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"{name}: safetensors header is not valid JSON ({exc})") from None
-    except ValueError as exc:  # anything else the decoder refuses
-        raise CheckpointError(f"{name}: safetensors header is not valid JSON ({str(exc)[:80]})") from None
+    header = load_json(raw, name, "safetensors header")
     if not isinstance(header, dict):
         raise CheckpointError(f"{name}: safetensors header is a JSON {type(header).__name__}, not an object")
     metadata = header.pop("__metadata__", None) or {}

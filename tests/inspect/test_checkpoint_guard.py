@@ -142,9 +142,9 @@ def _safetensors(path, header, data: bytes = b"") -> str:
     (b'{"w": {"dtype": "F32", "shape": [1e400], "data_offsets": [0, 4]}}', bytes(4),
      "'w': shape [1e400] is not a list of non-negative integers"),
     (b'{"w": {"dtype": "F32", "shape": [' + b"9" * 5000 + b'], "data_offsets": [0, 4]}}', bytes(4),
-     "refused: safetensors header holds a 5000-digit number (sizes and offsets have at most 19)"),
+     "refused: safetensors header holds a 5000-digit number (a checkpoint's numbers have at most 19)"),
     (b"[" * 100_000 + b"]" * 100_000, b"",
-     "refused: safetensors header is nested too deeply to be a header"),
+     "refused: safetensors header is nested too deeply"),
     (b'{"w": {"dtype": "F32", "shape": [NaN], "data_offsets": [0, 4]}}', bytes(4),
      "refused: safetensors header holds NaN is not JSON"),
 ], ids=["negative-shape", "negative-offset", "huge-shape", "short-span", "unknown-dtype", "overlap", "1e400",
@@ -235,3 +235,17 @@ def test_empty_and_proc_files_are_refused_before_torch_reads_them(tmp_path):
     (tmp_path / "empty.pt").write_bytes(b"")
     assert _refusal(tmp_path / "empty.pt") == "empty.pt: refused: an empty file (0 bytes), not a torch.save file"
     assert _refusal("/proc/self/environ") == "environ: refused: an empty file (0 bytes), not a torch.save file"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("[" * 100_000 + "]" * 100_000, "refused: index is nested too deeply"),
+    ('{"weight_map": {"w": "a"}, "n": ' + "9" * 5000 + "}",
+     "refused: index holds a 5000-digit number (a checkpoint's numbers have at most 19)"),
+    (json.dumps({"weight_map": {"w": "a\x00b.safetensors"}}),
+     "refused: shard 'a\\x00b.safetensors' holds a NUL byte, which no file name can"),
+    (json.dumps({"weight_map": {"w": "a" * 5000 + ".safetensors"}}),
+     "1 shard(s) listed but absent: " + "a" * 28 + "…" + "a" * 16 + ".safetensors"),
+], ids=["100k-deep", "5000-digits", "nul-byte", "5000-char-name"])
+def test_a_hostile_index_is_one_line(tmp_path, text, expected):
+    (tmp_path / "model.safetensors.index.json").write_text(text)
+    assert _refusal(tmp_path) == f"model.safetensors.index.json: {expected}"
