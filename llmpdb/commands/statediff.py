@@ -144,6 +144,10 @@ class StatediffCommands:
             diff = compare_snapshots(store[positional[0]], store[positional[1]])
             self.message(render_snapdiff(diff, width=width, full=full, style=style))
             return
+        if len(positional) == 2 and (positional[0] in store) != (positional[1] in store):
+            other = positional[1] if positional[0] in store else positional[0]
+            if self._statediff_unbound(other):
+                raise CommandError(f"no snapshot named {other} (snapshots: {', '.join(store)})")
         if len(positional) != 2:
             raise CommandError("usage: statediff MODEL CHECKPOINT | snap [NAME] [MODEL] | [NAME] (see help statediff)")
         model = self.eval_in_frame(positional[0])
@@ -215,6 +219,8 @@ class StatediffCommands:
             snap = take_snapshot(model, name=name, exact=exact, stop=SESSION.stop, expr=expr)
         except SnapshotError as exc:
             raise CommandError(str(exc)) from None
+        except Exception as exc:  # the model's own code (an overridden named_parameters) raised
+            raise CommandError(f"{expr}: reading its tensors raised {type(exc).__name__}: {exc}") from None
         store.pop(name, None)
         store[name] = snap
         self.message(render_snapshot(snap))
@@ -226,6 +232,14 @@ class StatediffCommands:
             kept = f"{len(store)} kept, at most {limit} ({LIMIT_ENV}) and {human_bytes(max_bytes)} ({MIB_ENV})"
             self.message(f"dropped the oldest {plural(len(dropped), 'snapshot')}: "
                          f"{', '.join(s.name for s in dropped)} ({kept})")
+
+    def _statediff_unbound(self, token: str) -> bool:
+        """A bare name that is no local, global or builtin, nor a path: meant as a snapshot's name."""
+        import builtins
+
+        return bool(_NAME.match(token)) and not any(
+            token in space for space in (self.frame_locals(), self.frame_globals(), vars(builtins))
+        ) and not os.path.exists(os.path.expanduser(token))
 
     def _statediff_snapshot(self, name: str | None) -> Snapshot:
         store = snapshots()

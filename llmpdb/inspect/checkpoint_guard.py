@@ -196,6 +196,7 @@ def pickle_imports(stream: Any) -> list[str]:
     The globals one pickle imports (``GLOBAL``, ``INST``, ``STACK_GLOBAL`` resolved through a small model
     of the stack and memo; ``?`` where a name is built at load time), read with ``pickletools.genops``.
     """
+    from _compat_pickle import IMPORT_MAPPING, NAME_MAPPING
     from pickletools import genops, markobject, stackslice
 
     found: list[str] = []
@@ -204,8 +205,9 @@ def pickle_imports(stream: Any) -> list[str]:
     mark = object()
     for op, arg, _ in genops(stream):
         kind = op.name
-        if kind in ("GLOBAL", "INST"):
+        if kind in ("GLOBAL", "INST"):  # Python 2 names mapped as every unpickler does (__builtin__.set)
             module, _, attr = str(arg).partition(" ")
+            module, attr = NAME_MAPPING.get((module, attr), (IMPORT_MAPPING.get(module, module), attr))
             found.append(f"{module}.{attr}")
         elif kind == "STACK_GLOBAL":
             attr = stack.pop() if stack else None

@@ -236,10 +236,26 @@ def test_drop_names_the_snapshots_that_exist():
         return model
 
     got = replies(debug_transcript(script, [
-        "c", "statediff snap", "statediff --drop stop3", "statediff --drop", "statediff --drop stop2", "c"]))
+        "c", "statediff snap", "statediff --drop stop3", "statediff --drop", "statediff stop9 stop2",
+        "statediff --drop stop2", "c"]))
     assert got[2] == "*** statediff: no snapshot named stop3 (snapshots: stop2); nothing dropped"
     assert got[3] == "*** statediff: --drop needs a snapshot name (snapshots: stop2)"
-    assert got[4] == "dropped snapshot stop2"
+    assert got[4] == "*** statediff: no snapshot named stop9 (snapshots: stop2)"
+    assert got[5] == "dropped snapshot stop2"
+
+
+def test_a_model_whose_own_code_raises_is_one_line_not_an_internal_error():
+    class Broken(torch.nn.Module):
+        def named_parameters(self, *args, **kwargs):
+            raise RuntimeError("boom")
+
+    def script():
+        broken = Broken()
+        breakpoint()
+        return broken
+
+    got = replies(debug_transcript(script, ["c", "statediff snap s broken", "c"]))
+    assert got[1] == "*** statediff: broken: reading its tensors raised RuntimeError: boom"
 
 
 class Recorder:

@@ -249,3 +249,11 @@ def test_empty_and_proc_files_are_refused_before_torch_reads_them(tmp_path):
 def test_a_hostile_index_is_one_line(tmp_path, text, expected):
     (tmp_path / "model.safetensors.index.json").write_text(text)
     assert _refusal(tmp_path) == f"model.safetensors.index.json: {expected}"
+
+
+def test_python2_names_are_mapped_as_unpicklers_do(tmp_path):
+    from llmpdb.inspect.checkpoint_guard import pickle_imports
+
+    assert pickle_imports(io.BytesIO(pickle.dumps({1, 2}, protocol=2))) == ["builtins.set"]
+    torch.save({"w": torch.zeros(2), "ids": {1, 2}}, tmp_path / "sets.pt")  # weights_only allows a set
+    assert set(read_checkpoint(tmp_path / "sets.pt").tensors) == {"w"}
