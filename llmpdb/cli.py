@@ -95,12 +95,19 @@ def main(argv: list[str] | None = None) -> None:
     raise SystemExit(_run(debugger, target))
 
 
+def _say(text: str) -> None:
+    """Print one of llmpdb's own lines to stdout, or to stderr when stdout is closed (``>&-``)."""
+    from .streams import output_stream
+
+    print(text, file=output_stream(sys.stdout, sys.stderr))
+
+
 def _run(debugger, target) -> int:
     try:
         debugger._run(target)
     except SystemExit as exc:
         code = exc.code
-        print(f"llmpdb: the program exited via sys.exit({code!r})")
+        _say(f"llmpdb: the program exited via sys.exit({code!r})")
         if code is None:
             return 0
         return code if isinstance(code, int) else 1
@@ -109,11 +116,11 @@ def _run(debugger, target) -> int:
         return 1
     except BaseException as exc:
         traceback.print_exc()
-        print("llmpdb: uncaught exception; post-mortem debugging (`c` or `q` ends the program)")
+        _say("llmpdb: uncaught exception; post-mortem debugging (`c` or `q` ends the program)")
         debugger.interaction(None, exc.__traceback__)
         return 1
     if getattr(debugger, "_user_requested_quit", False):
-        print("llmpdb: quit")
+        _say("llmpdb: quit")
         return 0
-    print("llmpdb: the program finished")
+    _say("llmpdb: the program finished")
     return 0

@@ -58,6 +58,7 @@ def set_trace(frame=None, *, header: str | None = None) -> None:
 def _stop(frame, header):
     debugger = get_debugger()
     if header is not None:
+        debugger.fit_streams()  # stdout may be closed: the header goes where the stop will write
         debugger.message(header)
     debugger.set_trace(frame)
 
