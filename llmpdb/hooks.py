@@ -18,6 +18,7 @@ import sys
 
 from .forward.arming import dynamo_disable
 from .session import SESSION
+from .thread_gate import STOP_GATE
 
 __all__ = ["set_trace", "post_mortem", "breakpointhook", "install", "uninstall", "disabled",
            "get_debugger", "set_debugger"]
@@ -57,6 +58,7 @@ def set_trace(frame=None, *, header: str | None = None) -> None:
 
 def _stop(frame, header):
     debugger = get_debugger()
+    STOP_GATE.reserve(getattr(debugger, "announce_wait", None))  # another thread's stop is shown to its end first
     if header is not None:
         debugger.fit_streams()  # stdout may be closed: the header goes where the stop will write
         debugger.message(header)
