@@ -88,11 +88,23 @@ def main(argv: list[str] | None = None) -> None:
     sys.argv[:] = args
 
     debugger = Pdb()
+    debugger.restartable = True
     set_debugger(debugger)
     install()
     debugger.rcLines.extend(commands)
-    debugger.initial_stop = True
-    raise SystemExit(_run(debugger, target))
+    raise SystemExit(_run_until_done(debugger, target))
+
+
+def _run_until_done(debugger, target) -> int:
+    """Run the program; ``run``/``restart`` at a stop (pdb's ``Restart``) runs it again, as pdb does."""
+    from .restart import RESTART
+
+    while True:
+        debugger.initial_stop = True
+        try:
+            return _run(debugger, target)
+        except RESTART:
+            _say(f"llmpdb: restarting {target} with arguments: {' '.join(sys.argv[1:])}".rstrip())
 
 
 def _say(text: str) -> None:
@@ -103,6 +115,8 @@ def _say(text: str) -> None:
 
 
 def _run(debugger, target) -> int:
+    from .restart import RESTART
+
     try:
         debugger._run(target)
     except SystemExit as exc:
@@ -114,6 +128,8 @@ def _run(debugger, target) -> int:
     except SyntaxError:
         traceback.print_exc()
         return 1
+    except RESTART:
+        raise
     except BaseException as exc:
         traceback.print_exc()
         _say("llmpdb: uncaught exception; post-mortem debugging (`c` or `q` ends the program)")
