@@ -110,7 +110,8 @@ class _LlmpdbCore:
         if frame is None:
             raise CommandError("no frame to evaluate in")
         try:
-            return eval(expr, frame.f_globals, self.frame_locals())
+            code = compile(expr, "<llmpdb>", "eval")  # eval(str) would mark a KeyboardInterrupt: see postcmd
+            return eval(code, frame.f_globals, self.frame_locals())
         except SyntaxError as exc:
             raise CommandError(f"invalid expression {expr!r}: {exc.msg}") from None
         except Exception as exc:
@@ -233,6 +234,13 @@ class _LlmpdbCore:
     def precmd(self, line):
         self._pin_current_locals()  # `up`/`down` changed the current frame: pin the new one
         return super().precmd(line)
+
+    def postcmd(self, stop, line):
+        # CPython marks a KeyboardInterrupt raised inside eval()/exec() of a *string* (pdb's `p boom()`) as
+        # unhandled even when pdb catches it, and the process then ends by SIGINT (status 130) however the
+        # program exits; the next string eval that succeeds clears the mark.
+        eval("None")
+        return super().postcmd(stop, line)
 
     def interaction(self, *args, **kwargs):
         try:
