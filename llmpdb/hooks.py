@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 
 from .forward.arming import dynamo_disable
 from .session import SESSION
@@ -24,6 +25,7 @@ __all__ = ["set_trace", "post_mortem", "breakpointhook", "install", "uninstall",
            "get_debugger", "set_debugger"]
 
 _DEBUGGER = None
+_CREATING = threading.RLock()
 
 
 def disabled() -> bool:
@@ -34,10 +36,11 @@ def disabled() -> bool:
 def get_debugger(**kwargs):
     """Usage: ``get_debugger()``; the process's debugger, created on first use."""
     global _DEBUGGER
-    if _DEBUGGER is None:
-        from .debugger import Pdb
+    with _CREATING:  # two threads at their first breakpoint() must not make two debuggers
+        if _DEBUGGER is None:
+            from .debugger import Pdb
 
-        _DEBUGGER = Pdb(**kwargs)
+            _DEBUGGER = Pdb(**kwargs)
     return _DEBUGGER
 
 

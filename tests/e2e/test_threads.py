@@ -68,19 +68,24 @@ def _one_wait_line(out: str) -> None:
 
 @pytest.mark.parametrize("attempt", range(3))
 def test_headless_stops_take_turns(script, attempt):
-    code, out = _run(script, "", _env(LLMPDB_TOUR="p value"))
+    # the first stop lasts a second, the second thread arrives 0.3 s in: it must wait
+    tour = "p value;p __import__('time').sleep(1)"
+    code, out = _run(script, "", _env(LLMPDB_TOUR=tour), delays=("0", "0.3"))
     assert code == 0, out
     assert "all threads done" in out
     assert "***" not in out and "f_globals" not in out, out
     assert len(HEADER.findall(out)) == 2, out  # both headers whole, neither cut by the other thread
     tours = re.findall(r"\(llmpdb tour\) p value\n(\d+)\n", out)
+    assert re.search(r"llmpdb: thread 'worker-\d' waits: thread 'worker-\d' is stopped\n", out), out
+    assert re.search(r"llmpdb: thread 'worker-\d' stops \(waited \d\.\d s\)\n", out), out
     assert sorted(tours) == ["0", "10"], out
     _one_wait_line(out)
 
 
 @pytest.mark.parametrize("attempt", range(3))
 def test_piped_commands_reach_each_threads_own_frame(script, attempt):
-    code, out = _run(script, "p value, n\nc\np value, n\nc\n", _env(LLMPDB_TOUR=""))
+    commands = "p value, n\np __import__('time').sleep(1)\nc\np value, n\nc\n"
+    code, out = _run(script, commands, _env(LLMPDB_TOUR=""), delays=("0", "0.3"))
     assert code == 0, out
     assert "***" not in out, out
     assert sorted(re.findall(r"\((\d+), (\d)\)", out)) == [("0", "0"), ("10", "1")], out
