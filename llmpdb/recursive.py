@@ -33,6 +33,18 @@ class RecursiveDebugMixin:
     def prompt(self, value: str) -> None:  # base classes assign their own prompt: keep ours
         pass
 
+    _llmpdb_child = None  # the recursive debugger while ``debug CODE`` runs
+
+    def set_trace(self, frame=None, *args, **kwargs):
+        """A ``breakpoint()`` reached inside ``debug CODE`` stops in the recursive debugger, whose stop it
+        is: the outer one is at its prompt, and stopping it again would overwrite that stop's state."""
+        if frame is None:
+            frame = sys._getframe().f_back
+        child = self._llmpdb_child
+        if child is not None:
+            return child.set_trace(frame, *args, **kwargs)
+        return super().set_trace(frame, *args, **kwargs)
+
     def _recursive_debugger(self):
         child = type(self)(self.completekey, self.stdin, self.stdout, nosigint=True, readrc=False,
                            headless_tour=self._tour, width=self._width, color=self._color)
@@ -56,11 +68,13 @@ class RecursiveDebugMixin:
         sys.settrace(None)
         child = self._recursive_debugger()
         self.message("ENTERING RECURSIVE DEBUGGER")
+        self._llmpdb_child = child
         try:
             sys.call_tracing(child.run, (arg, frame.f_globals, local_map))
         except (Exception, SystemExit, KeyboardInterrupt) as exc:
             self.error(traceback.format_exception_only(type(exc), exc)[-1].strip())
         finally:
+            self._llmpdb_child = None
             sys.settrace(outer_trace)
         self.message("LEAVING RECURSIVE DEBUGGER")
         self.lastcmd = child.lastcmd

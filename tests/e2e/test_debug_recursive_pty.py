@@ -16,6 +16,10 @@ SCRIPT = textwrap.dedent(
         hidden = torch.zeros(size, 4)
         doubled = hidden * 2
         return doubled
+    def with_breakpoint():
+        inner = 3
+        breakpoint()
+        return inner
     outer = 7
     breakpoint()
     print("end", tuple(f(2).shape))
@@ -76,3 +80,22 @@ def test_debug_of_code_that_exits_is_one_line(tmp_path):
         assert "end (2, 4)" in session.finish("c")
         assert session.exitstatus == 0
     assert not session.child.isalive()
+
+
+@pytest.mark.parametrize("base", ["pdb++", "stdlib"])
+def test_a_breakpoint_inside_debugged_code_stops_in_the_recursive_debugger(tmp_path, base):
+    script = tmp_path / "recursive.py"
+    script.write_text(SCRIPT)
+    env = {"LLMPDB_BASE": "stdlib" if base == "stdlib" else None, "PYTHONBREAKPOINT": "llmpdb.set_trace"}
+    with PtySession([str(script)], env=env, timeout=60) as session:
+        session.wait_prompt()
+        session.child.sendline("debug with_breakpoint()")
+        session.child.expect_exact(INNER)
+        stop = _inner(session, "c")
+        assert "with_breakpoint()" in stop, stop
+        assert _inner(session, "p inner").strip() == "3"
+        back = session.run("c")
+        assert "LEAVING RECURSIVE DEBUGGER" in back and "***" not in back, back
+        assert session.run("p outer").strip() == "7"  # the outer stop was not overwritten
+        assert "end (2, 4)" in session.finish("c")
+        assert session.exitstatus == 0
