@@ -88,23 +88,51 @@ def main(argv: list[str] | None = None) -> None:
     sys.argv[:] = args
 
     debugger = Pdb()
-    debugger.restartable = True
     set_debugger(debugger)
     install()
     debugger.rcLines.extend(commands)
-    raise SystemExit(_run_until_done(debugger, target))
+    debugger.initial_stop = True
+    raise SystemExit(_run(debugger, target))
 
 
-def _run_until_done(debugger, target) -> int:
-    """Run the program; ``run``/``restart`` at a stop (pdb's ``Restart``) runs it again, as pdb does."""
+def _run(debugger, target) -> int:
     from .restart import RESTART
 
-    while True:
-        debugger.initial_stop = True
+    debugger.restartable = True  # `run` at a stop raises RESTART: caught here, the program runs again
+    while True:  # one pass a run of the program: `run`/`restart` at a stop (pdb's Restart) runs it again
         try:
-            return _run(debugger, target)
+            debugger._run(target)
         except RESTART:
-            _say(f"llmpdb: restarting {target} with arguments: {' '.join(sys.argv[1:])}".rstrip())
+            _restarting(debugger, target)
+            continue
+        except SystemExit as exc:
+            code = exc.code
+            _say(f"llmpdb: the program exited via sys.exit({code!r})")
+            if code is None:
+                return 0
+            return code if isinstance(code, int) else 1
+        except SyntaxError:
+            traceback.print_exc()
+            return 1
+        except BaseException as exc:
+            traceback.print_exc()
+            _say("llmpdb: uncaught exception; post-mortem debugging (`c` or `q` ends the program)")
+            try:
+                debugger.interaction(None, exc.__traceback__)
+            except RESTART:
+                _restarting(debugger, target)
+                continue
+            return 1
+        if getattr(debugger, "_user_requested_quit", False):
+            _say("llmpdb: quit")
+            return 0
+        _say("llmpdb: the program finished")
+        return 0
+
+
+def _restarting(debugger, target) -> None:
+    _say(f"llmpdb: restarting {target} with arguments: {' '.join(sys.argv[1:])}".rstrip())
+    debugger.initial_stop = True
 
 
 def _say(text: str) -> None:
@@ -112,31 +140,3 @@ def _say(text: str) -> None:
     from .streams import output_stream
 
     print(text, file=output_stream(sys.stdout, sys.stderr))
-
-
-def _run(debugger, target) -> int:
-    from .restart import RESTART
-
-    try:
-        debugger._run(target)
-    except SystemExit as exc:
-        code = exc.code
-        _say(f"llmpdb: the program exited via sys.exit({code!r})")
-        if code is None:
-            return 0
-        return code if isinstance(code, int) else 1
-    except SyntaxError:
-        traceback.print_exc()
-        return 1
-    except RESTART:
-        raise
-    except BaseException as exc:
-        traceback.print_exc()
-        _say("llmpdb: uncaught exception; post-mortem debugging (`c` or `q` ends the program)")
-        debugger.interaction(None, exc.__traceback__)
-        return 1
-    if getattr(debugger, "_user_requested_quit", False):
-        _say("llmpdb: quit")
-        return 0
-    _say("llmpdb: the program finished")
-    return 0
