@@ -65,3 +65,18 @@ def test_run_under_pythonbreakpoint_refuses_in_one_line(script, command):
         assert "Traceback" not in rest
         assert session.exitstatus == 3
     assert "args [] grown 2" in session.transcript[0]
+
+
+def test_run_in_post_mortem_restarts_the_program(tmp_path):
+    script = tmp_path / "fails.py"
+    script.write_text("import sys\nprint('attempt', sys.argv[1:])\nraise ValueError('bad input')\n")
+    with PtySession(["-m", "llmpdb", "-c", "c", str(script)], env={"PYTHONBREAKPOINT": None},
+                    timeout=60) as session:
+        post_mortem = session.wait_prompt()
+        assert "llmpdb: uncaught exception; post-mortem debugging" in post_mortem
+        restarted = session.run("run again")
+        assert "llmpdb: restarting" in restarted and "fails.py(1)<module>()" in restarted, restarted
+        assert "attempt ['again']" in session.run("c")  # back in post-mortem after the second run
+        rest = session.finish("q")
+        assert "Traceback" not in rest
+        assert session.exitstatus == 1
