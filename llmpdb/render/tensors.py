@@ -5,7 +5,7 @@ Usage::
     print(render_tensors(frame_tensors(locals), width=100, namer=DimNamer.from_frame(locals)))
 
 Columns: ``path shape dtype [device] size [grad] [flags] [dims]``, or with ``stats=True``
-``path shape dtype [device] size [flags] min max mean std [nan] [inf]`` (``-`` where a tensor has no
+``path shape dtype [device] size [flags] min max mean std [nan] [inf] [dims]`` (``-`` where a tensor has no
 statistic; ``nan``/``inf`` only when some count is not zero). ``device`` is shown only when some tensor is
 not on the CPU; ``grad``/``flags``/``dims`` only when some row has content. ``grad`` holds the ``grad_fn``
 class, or ``leaf`` for a tensor that requires grad without one. Sizes are binary (``448 B``,
@@ -46,7 +46,9 @@ def _shown_flag(flag: str, info: TensorInfo) -> bool:
 
 def _dims(namer: DimNamer | None, info: TensorInfo) -> str:
     """Parameters never have a batch dimension; everything else is read batch-first."""
-    return namer.describe(info.shape, batched="Parameter" not in info.flags) if namer is not None else ""
+    if namer is None:
+        return ""
+    return namer.describe(info.shape, batched="Parameter" not in info.flags, path=info.path)
 
 
 def _wrap(line: str, width: int) -> list[str]:
@@ -75,12 +77,11 @@ def _footer(infos: Sequence[TensorInfo], stats: bool, namer: DimNamer | None, na
         lines.append("same tensor, counted once: " + ", ".join(aliases))
     if named and namer is not None:
         dims = [_dims(namer, i) for i in infos]
-        legend = (["a|b = same size"] if any("|" in d for d in dims) else []) + (
-            ["? = unknown size"] if any("?" in d for d in dims) else [])
+        legend = ["? = unknown or shared size"] if any("?" in d for d in dims) else []
         source = namer.source or ""
         if source:  # "from self.config (LlamaConfig), batch/seq from x", or with no config "; seq from x"
-            source = f"; {source}" if source.startswith(("batch/seq ", "seq ")) else f" from {source}"
-        lines.append(f"dims by size{source}" + (f"; {', '.join(legend)}" if legend else ""))
+            source = f": {source}" if source.startswith(("batch/seq ", "seq ", "self (")) else f" from {source}"
+        lines.append(f"dims{source}" + (f"; {', '.join(legend)}" if legend else ""))
     if stats:
         counted = [i for i in infos if i.stats is not None]
         clean = not any(i.stats.nan or i.stats.inf for i in counted)
@@ -180,7 +181,7 @@ def render_tensors(
 
     ``infos`` may be a plain list or a ``TensorWalk`` (whose ``objects``, ``notes``, ``left_out`` and
     ``unsearched`` are rendered too). ``grad``/``flags``/``dims`` columns appear only when some row has
-    content for them; with ``stats`` the ``grad`` and ``dims`` columns give way to the statistics.
+    content for them; with ``stats`` the ``grad`` column gives way to the statistics (``dims`` stays, last).
     ``empty`` is the line printed when there is no tensor at all.
     """
     objects = getattr(infos, "objects", [])
@@ -198,10 +199,9 @@ def render_tensors(
             "flags": [", ".join(f for f in i.flags if _shown_flag(f, i)) for i in infos],
             "dims": [_dims(namer, i) for i in infos],
         }
-        named = any(columns["dims"]) and not stats
+        named = any(columns["dims"])
         keep = ["path", "shape", "dtype"] + (["device"] if any(d != "cpu" for d in columns["device"]) else [])
         keep += ["size"] + [c for c in ("grad", "flags") if any(columns[c]) and not (stats and c == "grad")]
-        keep += ["dims"] if named else []
         if stats:
             values = [[format_number(v) for v in (s.min, s.max, s.mean, s.std, s.nan, s.inf)]
                       if (s := i.stats) is not None else ["-"] * 6 for i in infos]
@@ -209,6 +209,7 @@ def render_tensors(
                 columns[name] = [v[k] for v in values]
                 if k < 4 or any(v not in ("0", "-") for v in columns[name]):
                     keep.append(name)
+        keep += ["dims"] if named else []
         rows = _fitted_rows(columns, keep, len(infos), width, cut=False)
         if _table_width(keep, rows) > width and "grad" in keep:
             keep.remove("grad")  # grad_fn names matter least: drop them before cutting paths or dims
