@@ -11,9 +11,12 @@ not on the CPU; ``grad``/``flags``/``dims`` only when some row has content. ``gr
 class, or ``leaf`` for a tensor that requires grad without one. Sizes are binary (``448 B``,
 ``18.0 KiB``); numbers keep three significant digits.
 
-Fitting ``width``, in order and only while too wide: ``grad`` drops its ``Backward0`` suffix, ``dims``
-its spaces, ``flags`` abbreviates; ``flags`` is cut; the ``grad`` column is hidden (said below the table);
-paths are cut keeping their tail (``outputs…layers[0].values``); ``dims`` are cut. Below the table: the
+Fitting ``width`` (``_STEPS``, in order and only while too wide): ``grad`` drops its ``Backward0``
+suffix, ``dims`` its spaces, ``flags`` abbreviates; the ``grad`` column is hidden; paths are cut in the
+middle to 24 characters, keeping more of the tail (``outputs…layers[0].values``); ``dims`` are
+abbreviated (``b·kvh·s·hd``, with a legend); ``flags`` are cut to 10; paths to 16; the ``size`` column is
+hidden, then ``flags``; paths are cut to 12; ``dims``, ``std``, ``mean``, ``dtype``, ``device`` are hidden;
+paths are cut to 6. A shape is never cut; a hidden column is named below the table. Below the table: the
 tensor count and total size (each tensor counted once, aliases named), what the walk left out, where
 dimension names came from, then the modules and optimizers that were summarized rather than listed.
 """
@@ -22,13 +25,13 @@ from __future__ import annotations
 
 import re
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from ..inspect.dims import DimNamer
 from ..inspect.tensors import ObjectSummary, TensorInfo
 from ..units import format_number, format_shape, human_bytes, human_count, plural
 from .style import Style
-from .table import ellipsize, render_table
+from .table import fit_columns, render_table
 
 __all__ = ["render_tensors", "render_objects", "cut_path"]
 
@@ -112,48 +115,59 @@ def cut_path(path: str, limit: int) -> str:
     return path[:head] + "…" + path[len(path) - (limit - 1 - head):]
 
 
-def _fit(headers: list[str], rows: list[list[str]], width: int, cuts: Sequence[tuple[int, int]],
-         compact: Sequence[tuple[int, Callable[[str], str]]] = ()) -> None:
-    """Shorten cells in place so the table fits ``width``: first the ``compact`` rewrites (column, function),
-    then middle-ellipsis ``cuts`` (column, floor), each in order and only while the table is too wide."""
-
-    for col, rewrite in compact:
-        if _table_width(headers, rows) > width:
-            for row in rows:
-                row[col] = rewrite(row[col])
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-    excess = sum(widths) + 2 * (len(headers) - 1) - width
-    for col, floor in cuts:
-        if excess <= 0:
-            break
-        new = max(floor, len(headers[col]), widths[col] - excess)
-        if new >= widths[col]:
-            continue
-        excess -= widths[col] - new
-        for row in rows:
-            row[col] = cut_path(row[col], new) if headers[col] == "path" else ellipsize(row[col], new)
+_ABBREV = {"batch": "b", "seq": "s", "q_seq": "qs", "k_seq": "ks", "tokens": "tok", "heads": "h",
+           "kv_heads": "kvh", "head_dim": "hd", "hidden": "hid", "intermediate": "ffn", "vocab": "voc",
+           "q_dim": "qd", "kv_dim": "kvd", "qkv": "qkv", "experts": "exp", "top_k": "topk"}
 
 
-_FLOORS = {"flags": 12, "path": 24, "grad": 8, "dims": 20}
-_COMPACT: dict[str, Callable[[str], str]] = {
-    "grad": lambda text: re.sub(r"Backward\d*$", "", text) or text,
-    "dims": lambda text: text.replace(" · ", "·"),
-    "flags": lambda text: text.replace("non-contiguous", "non-contig"),
-}
+def _abbreviate_dims(text: str) -> str:
+    return "·".join(_ABBREV.get(name, name) for name in text.replace(" · ", "·").split("·")) if text else text
 
 
-def _table_width(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> int:
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-    return sum(widths) + 2 * (len(headers) - 1)
+def _drop_backward(text: str) -> str:
+    return re.sub(r"Backward\d*$", "", text) or text
 
 
-def _fitted_rows(columns: dict[str, list[str]], keep: list[str], n: int, width: int,
-                 cut: bool) -> list[list[str]]:
-    rows = [[columns[c][r] for c in keep] for r in range(n)]
-    floors = {c: f for c, f in _FLOORS.items() if c in keep and (cut or c == "flags")}
-    _fit(keep, rows, width, [(keep.index(c), f) for c, f in floors.items()],
-         [(keep.index(c), f) for c, f in _COMPACT.items() if c in keep])
-    return rows
+# How the table fits its width, in order, each step only while it is still too wide (docs/commands.md).
+_STEPS: tuple[tuple, ...] = (
+    ("rewrite", "grad", _drop_backward),
+    ("rewrite", "dims", lambda text: text.replace(" · ", "·")),
+    ("rewrite", "flags", lambda text: text.replace("non-contiguous", "non-contig")),
+    ("hide", "grad"),
+    ("cut", "path", 24, cut_path),
+    ("rewrite", "dims", _abbreviate_dims),
+    ("cut", "flags", 10),
+    ("cut", "path", 16, cut_path),
+    ("hide", "size"),
+    ("hide", "flags"),
+    ("cut", "path", 12, cut_path),
+    ("hide", "dims"),
+    ("hide", "std"),
+    ("hide", "mean"),
+    ("hide", "dtype"),
+    ("hide", "device"),
+    ("cut", "path", 6, cut_path),
+)
+_OBJECT_STEPS: tuple[tuple, ...] = (
+    ("cut", "detail", 16), ("cut", "class", 16), ("cut", "object", 16), ("hide", "detail"),
+    ("hide", "device"), ("cut", "class", 10), ("cut", "object", 10), ("hide", "dtype"), ("hide", "params"),
+)
+
+
+def _hidden_line(hidden: Sequence[str], width: int) -> list[str]:
+    if not hidden:
+        return []
+    return [f"{', '.join(hidden)} column{'s' * (len(hidden) > 1)} hidden to fit {width} columns"]
+
+
+def _legend(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """The abbreviations used in a ``dims`` column that had to be abbreviated."""
+    if "dims" not in headers:
+        return []
+    col = headers.index("dims")
+    used = {part for row in rows for part in row[col].split("·")}
+    pairs = [f"{short} {name}" for name, short in _ABBREV.items() if short in used and short != name]
+    return ["dims abbreviated: " + ", ".join(pairs)] if pairs else []
 
 
 def render_objects(objects: Sequence[ObjectSummary], *, width: int = 100, style: Style = Style()) -> str:
@@ -162,10 +176,13 @@ def render_objects(objects: Sequence[ObjectSummary], *, width: int = 100, style:
     rows = [[o.path, o.type_name, human_count(o.params) if o.kind == "module" else "",
              "+".join(o.dtypes) or "-", "+".join(o.devices) or "-", human_bytes(o.nbytes), o.detail]
             for o in objects]
-    _fit(headers, rows, width, [(6, 16), (1, 16), (0, 16)])
+    headers, rows, hidden = fit_columns(headers, rows, width, _OBJECT_STEPS)
     for row in rows:
         row[0] = style.path(row[0])
-    return render_table(headers, rows, width=width, shrink=(), right=(2, 5), style=style)
+    right = [i for i, name in enumerate(headers) if name in ("params", "size")]
+    lines = [render_table(headers, rows, width=width, shrink=(), right=right, style=style)]
+    lines += [style.dim(line) for line in _hidden_line(hidden, width)]
+    return "\n".join(lines)
 
 
 def render_tensors(
@@ -187,7 +204,6 @@ def render_tensors(
     objects = getattr(infos, "objects", [])
     notes = getattr(infos, "notes", [])
     out: list[str] = []
-    hidden: list[str] = []
     if infos:
         columns: dict[str, list[str]] = {
             "path": [i.path for i in infos],
@@ -210,21 +226,21 @@ def render_tensors(
                 if k < 4 or any(v not in ("0", "-") for v in columns[name]):
                     keep.append(name)
         keep += ["dims"] if named else []
-        rows = _fitted_rows(columns, keep, len(infos), width, cut=False)
-        if _table_width(keep, rows) > width and "grad" in keep:
-            keep.remove("grad")  # grad_fn names matter least: drop them before cutting paths or dims
-            hidden.append(f"grad column hidden to fit {width} columns")
-        rows = _fitted_rows(columns, keep, len(infos), width, cut=True)
+        rows = [[columns[c][r] for c in keep] for r in range(len(infos))]
+        keep, rows, hidden = fit_columns(keep, rows, width, _STEPS)
+        legend = _legend(keep, rows)
         for row in rows:
             row[0] = style.path(row[0])
         right = [i for i, c in enumerate(keep) if c in ("size", "min", "max", "mean", "std", "nan", "inf")]
         out.append(render_table(keep, rows, width=width, shrink=(), right=right, style=style))
-        for line in _footer(infos, stats, namer, named) + hidden:
+        extra = legend + _hidden_line(hidden, width)
+        for line in _footer(infos, stats, namer, named and "dims" in keep) + extra:
             out.extend(style.dim(part) for part in _wrap(line, width))
     else:
         out.append(empty + _unsearched(infos))
     if objects:
-        out.append("modules and optimizers (summarized, not expanded; `shapes NAME` lists a module's tensors):")
+        out.extend(_wrap("modules and optimizers (summarized, not expanded; `shapes NAME` lists a module's tensors):",
+                         width))
         out.append(render_objects(objects, width=width, style=style))
     out.extend(style.warn(note) for note in notes)
     return "\n".join(out)
