@@ -24,8 +24,9 @@ A role lists the layouts it may have at each rank. A layout fits when every dime
 (from the config, the module, or the frame's batch) has that size, or 1 (broadcast, printed ``1``);
 ``seq``/``q_seq``/``k_seq`` fit any size. A slot written as a tuple (``("hidden", "intermediate")``) takes
 the one name whose size matches, ``?`` when several do. When several layouts fit and disagree on a
-dimension, that dimension prints ``?``; when none fits, the caller falls back to naming by size.
-Nothing here calls a property or ``__getattr__``: module attributes are read as stored.
+dimension, that dimension prints ``?``; when none fits, the caller falls back to naming by size. A model
+size that nobody knows (no config, no module attribute) prints ``?`` — a classifier's ``logits`` are not
+``batch · vocab`` — except inside a KV cache, whose layout the container fixes. Nothing here calls a property or ``__getattr__``: module attributes are read as stored.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ from .kinds import is_module, static_attr
 __all__ = ["ROLES", "NAMES", "role_of", "names_by_role", "module_sizes", "FREE"]
 
 FREE = frozenset({"seq", "q_seq", "k_seq"})  # sequence axes: any length fits (decode steps, caches, windows)
+_POSITIONAL = frozenset({"batch", "tokens"})  # named by position even when their size is unknown
+_CERTAIN = frozenset({"cache_kv"})  # roles whose layout the container fixes: named without any size
 KV = "KV"  # resolves to kv_heads when the config has a separate key/value head count, else heads
 _HIDDEN = ("hidden", "intermediate")
 _BHSD = ("batch", "heads", "seq", "head_dim")
@@ -108,7 +111,7 @@ _MODULE_INTS = {
 
 def _segments(path: str) -> list[tuple[str, str]]:
     """``"outputs.cache.layers[0].keys"`` -> ``[("name", "outputs"), ("name", "cache"), ("name", "layers"),
-    ("index", "0"), ("name", "keys")]``; string keys (``inputs['input_ids']``) read as names."""
+    ("index", "0"), ("name", "keys")]``; a string key (``inputs['input_ids']``) is ``("key", "input_ids")``."""
     out: list[tuple[str, str]] = []
     pos = 0
     while pos < len(path):
@@ -119,7 +122,7 @@ def _segments(path: str) -> list[tuple[str, str]]:
         if name is not None:
             out.append(("name", name))
         elif len(index) >= 2 and index[0] == index[-1] and index[0] in "'\"":
-            out.append(("name", index[1:-1]))
+            out.append(("key", index[1:-1]))
         else:
             out.append(("index", index.strip()))
         pos = match.end()
@@ -131,21 +134,32 @@ def role_of(path: str) -> str | None:
     parts = _segments(path)
     while parts and parts[-1][0] == "index":
         trailing = parts.pop()
-        if parts and parts[-1] == ("name", "key_cache") or parts and parts[-1] == ("name", "value_cache"):
+        if parts and parts[-1][0] != "index" and parts[-1][1] in ("key_cache", "value_cache"):
             return "cache_kv"
-        if parts and parts[-1][0] == "name" and parts[-1][1] in _CACHE_CONTAINERS and trailing[1] in ("0", "1"):
+        if parts and parts[-1][0] != "index" and parts[-1][1] in _CACHE_CONTAINERS and trailing[1] in ("0", "1"):
             return "cache_kv"
     if not parts:
         return None
-    leaf = parts[-1][1]
-    if leaf in ("keys", "values") and len(parts) >= 2:
-        return "cache_kv"  # a cache layer's tensors (transformers 5: cache.layers[i].keys)
+    kind, leaf = parts[-1]
+    if kind == "name" and leaf in ("keys", "values") and len(parts) >= 2 and _in_cache_layer(parts[-2]):
+        return "cache_kv"  # a cache layer's tensors (transformers 5: cache.layers[i].keys, self.keys)
     return NAMES.get(leaf)
 
 
-def _slot(slot: Any, size: int | str, sizes: Mapping[str, int]) -> str | None:
-    """The name this slot gives a dimension of ``size``; None when the size contradicts the slot."""
+def _in_cache_layer(parent: tuple[str, str]) -> bool:
+    """``layers[0]``, ``self`` (inside a layer's method), ``layer``, ``cache_layer``: a layer's attributes."""
+    kind, text = parent
+    return kind == "index" or (kind == "name" and (text == "self" or "layer" in text or "cache" in text))
+
+
+def _slot(slot: Any, size: int | str, sizes: Mapping[str, int], certain: bool) -> str | None:
+    """The name this slot gives a dimension of ``size``; None when the size contradicts the slot.
+
+    A model size nobody knows (no config) prints ``?``, except in a layout the container makes certain
+    (a KV cache): a classifier's ``logits`` (batch, 10) is not ``batch · vocab`` for want of a vocab size."""
     if isinstance(slot, tuple):
+        if not isinstance(size, int):
+            return "?"  # a symbolic size: which of the names, nobody can say
         fits = [name for name in slot if sizes.get(name) == size]
         if fits:
             return fits[0] if len(fits) == 1 else "?"
@@ -154,7 +168,9 @@ def _slot(slot: Any, size: int | str, sizes: Mapping[str, int]) -> str | None:
     if name in FREE or not isinstance(size, int):
         return name
     known = sizes.get(name)
-    if known is None or known == size:
+    if known is None:
+        return name if certain or name in _POSITIONAL else "?"
+    if known == size:
         return name
     return "1" if size == 1 else None
 
@@ -165,7 +181,7 @@ def names_by_role(role: str, shape: Sequence[int | str], sizes: Mapping[str, int
     None when no layout of the role fits the shape (the caller then names by size)."""
     fitting = []
     for layout in ROLES.get(role, {}).get(len(shape), ()):
-        names = [_slot(slot, size, sizes) for slot, size in zip(layout, shape)]
+        names = [_slot(slot, size, sizes, role in _CERTAIN) for slot, size in zip(layout, shape)]
         if None not in names:
             fitting.append(names)
     if not fitting:

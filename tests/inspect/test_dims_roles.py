@@ -65,6 +65,15 @@ def test_role_of_paths():
     assert role_of("inputs['input_ids']") == "ids"
     assert role_of("self.qkv_proj(hidden_states)") is None and role_of("x") is None
     assert role_of("past[2]") is None  # a third entry is no (key, value) half
+    assert role_of("batch['values']") is None and role_of("stats.values") is None  # a dict key, a plain attribute
+    assert role_of("self.keys") == "cache_kv"  # inside a cache layer's own method
+
+
+def test_unknown_model_sizes_are_not_named_outside_a_cache():
+    namer = DimNamer.from_config(None, batch=32, seq=5)          # a classifier: no config, 10 classes
+    assert namer.describe((32, 10), path="logits") == "batch · ?"
+    assert namer.describe((32, 4, 5, 8), path="attn_weights") == "batch · ? · q_seq · k_seq"
+    assert namer.describe((32, 4, 5, 8), path="past_key_values[0][0]") == "batch · heads · seq · head_dim"
 
 
 def test_gemma2_sliding_window_keys_are_batch_kv_heads_seq_head_dim():
