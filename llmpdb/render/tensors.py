@@ -13,8 +13,8 @@ class, or ``leaf`` for a tensor that requires grad without one. Sizes are binary
 
 Fitting ``width`` (``_STEPS``, in order and only while too wide): ``grad`` drops its ``Backward0``
 suffix, ``dims`` its spaces, ``flags`` abbreviates; the ``grad`` column is hidden; paths are cut in the
-middle to 24 characters, keeping more of the tail (``outputs…layers[0].values``); ``dims`` are
-abbreviated (``b·kvh·s·hd``, with a legend); ``flags`` are cut to 10; paths to 16; the ``size`` column is
+middle to 24 characters, keeping more of the tail (``outputs…layers[0].values``); ``dims`` abbreviate
+their long names (``batch·kvh·seq·hd``), then all (``b·kvh·s·hd``), with a legend; ``flags`` are cut to 10; paths to 16; the ``size`` column is
 hidden, then ``flags``; paths are cut to 12; ``dims``, ``std``, ``mean``, ``dtype``, ``device`` are hidden;
 paths are cut to 6. A shape is never cut; a hidden column is named below the table. Below the table: the
 tensor count and total size (each tensor counted once, aliases named), what the walk left out, where
@@ -120,8 +120,12 @@ _ABBREV = {"batch": "b", "seq": "s", "q_seq": "qs", "k_seq": "ks", "tokens": "to
            "q_dim": "qd", "kv_dim": "kvd", "qkv": "qkv", "experts": "exp", "top_k": "topk"}
 
 
-def _abbreviate_dims(text: str) -> str:
-    return "·".join(_ABBREV.get(name, name) for name in text.replace(" · ", "·").split("·")) if text else text
+_LONG = ("kv_heads", "head_dim", "intermediate", "experts")  # abbreviated first, the short names kept
+
+
+def _abbreviate_dims(text: str, only: Sequence[str] | None = None) -> str:
+    names = text.replace(" · ", "·").split("·") if text else []
+    return "·".join(_ABBREV.get(n, n) if only is None or n in only else n for n in names) if text else text
 
 
 def _drop_backward(text: str) -> str:
@@ -135,6 +139,7 @@ _STEPS: tuple[tuple, ...] = (
     ("rewrite", "flags", lambda text: text.replace("non-contiguous", "non-contig")),
     ("hide", "grad"),
     ("cut", "path", 24, cut_path),
+    ("rewrite", "dims", lambda text: _abbreviate_dims(text, _LONG)),
     ("rewrite", "dims", _abbreviate_dims),
     ("cut", "flags", 10),
     ("cut", "path", 16, cut_path),
