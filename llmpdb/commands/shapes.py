@@ -6,8 +6,9 @@ Usage (at the prompt)::
     shapes inputs           one expression, walked the same way (paths start with its text)
     shapes --stats          add min/max/mean/std and NaN/Inf counts (reads tensor data)
 
-Dimension names come from the model config in reach of the frame (``self.config``, ``config``, ``model``)
-and from the frame's ``input_ids``/``hidden_states`` (batch, seq). Inside ``torch.compile``d code a note
+Dimension names come from the tensor's role (``inspect.dims_roles``: in a KV cache, ``logits``...), the
+model config in reach of the frame (``self.config``, ``config``, ``model``, else an enclosing module
+frame's) and the inputs (``input_ids``/``hidden_states`` here or in an enclosing frame: batch, seq). Inside ``torch.compile``d code a note
 says that graph-computed locals may be missing.
 """
 
