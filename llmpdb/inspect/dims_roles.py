@@ -26,7 +26,8 @@ A role lists the layouts it may have at each rank. A layout fits when every dime
 the one name whose size matches, ``?`` when several do. When several layouts fit and disagree on a
 dimension, that dimension prints ``?``; when none fits, the caller falls back to naming by size. A model
 size that nobody knows (no config, no module attribute) prints ``?`` — a classifier's ``logits`` are not
-``batch · vocab`` — except inside a KV cache, whose layout the container fixes. Nothing here calls a property or ``__getattr__``: module attributes are read as stored.
+``batch · vocab`` — except inside a KV cache, whose layout the container fixes. Nothing here calls a
+property or ``__getattr__``: module attributes are read as stored.
 """
 
 from __future__ import annotations

@@ -10,12 +10,13 @@ table is wider than ``width``, the columns listed in ``shrink`` lose characters 
 until it fits or they reach ``min_width``. Cells may hold ANSI colour codes: widths count visible characters.
 ``right`` lists the columns aligned to the right (numbers).
 
-``fit_columns`` is how every table of llmpdb fits its width: a fixed list of steps, each applied only
-while the table is still too wide — ``("rewrite", column, function)`` rewrites every cell of a column
+``fit_columns`` is how every table of llmpdb fits its width: a fixed list of steps, each applied only while
+the table is still too wide — ``("rewrite", column, function)`` rewrites every cell of a column
 (``Backward0`` suffixes dropped), ``("cut", column, floor)`` cuts the column's cells in the middle down to
 ``floor`` characters (or to its header's length) with ``…`` (``("cut", column, floor, cutter)`` with a
-cutter of one's own), ``("rename", column, shorter)`` shortens a header, ``("hide", column)`` drops the column and reports it, so the caller can say so below
-the table. A step naming a column the table does not have is skipped. Shape columns are never in a step.
+cutter of one's own), ``("rename", column, shorter)`` shortens a header, ``("hide", column)`` drops the
+column and reports it, so the caller can say so below the table. A step naming a column the table does not
+have is skipped. Shape columns are never in a step.
 """
 
 from __future__ import annotations

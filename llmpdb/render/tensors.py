@@ -11,14 +11,15 @@ not on the CPU; ``grad``/``flags``/``dims`` only when some row has content. ``gr
 class, or ``leaf`` for a tensor that requires grad without one. Sizes are binary (``448 B``,
 ``18.0 KiB``); numbers keep three significant digits.
 
-Fitting ``width`` (``_STEPS``, in order and only while too wide): ``grad`` drops its ``Backward0``
-suffix, ``dims`` its spaces, ``flags`` abbreviates; the ``grad`` column is hidden; paths are cut in the
-middle to 24 characters, keeping more of the tail (``outputs…layers[0].values``); ``dims`` abbreviate
-their long names (``batch·kvh·seq·hd``), then all (``b·kvh·s·hd``), with a legend; ``flags`` are cut to 10; paths to 16; the ``size`` column is
-hidden, then ``flags``; paths are cut to 12; ``dims``, ``std``, ``mean``, ``dtype``, ``device`` are hidden;
-paths are cut to 6. A shape is never cut; a hidden column is named below the table. Below the table: the
-tensor count and total size (each tensor counted once, aliases named), what the walk left out, where
-dimension names came from, then the modules and optimizers that were summarized rather than listed.
+Fitting ``width`` (``_STEPS``, in order and only while too wide): ``grad`` drops its ``Backward0`` suffix,
+``dims`` its spaces, ``flags`` abbreviates; the ``grad`` column is hidden; paths are cut in the middle to 24
+characters, keeping more of the tail (``outputs…layers[0].values``); ``dims`` abbreviate their long names
+(``batch·kvh·seq·hd``), then all (``b·kvh·s·hd``), with a legend; ``flags`` are cut to 10; paths to 16; the
+``size`` column is hidden, then ``flags``; paths are cut to 12; ``dims``, ``std``, ``mean``, ``dtype``,
+``device`` are hidden; paths are cut to 6. A shape is never cut; a hidden column is named below the table.
+Below the table: the tensor count and total size (each tensor counted once, aliases named), what the walk
+left out, where dimension names came from, then the modules and optimizers that were summarized rather than
+listed.
 """
 
 from __future__ import annotations
@@ -118,8 +119,6 @@ def cut_path(path: str, limit: int) -> str:
 _ABBREV = {"batch": "b", "seq": "s", "q_seq": "qs", "k_seq": "ks", "tokens": "tok", "heads": "h",
            "kv_heads": "kvh", "head_dim": "hd", "hidden": "hid", "intermediate": "ffn", "vocab": "voc",
            "q_dim": "qd", "kv_dim": "kvd", "qkv": "qkv", "experts": "exp", "top_k": "topk"}
-
-
 _LONG = ("kv_heads", "head_dim", "intermediate", "experts")  # abbreviated first, the short names kept
 
 

@@ -109,7 +109,8 @@ def test_model_stack_fits(width):
     text = render_model_stack(seen["entries"], current=len(seen["entries"]) - 1, width=width)
     assert_fits(text, width)
     labels = {module_label(e.module) for e in seen["entries"] if e.module is not None}
-    rows = [re.split(r"\s{2,}", line.strip()) for line in text.splitlines()[1:] if line.strip().startswith(("#", ">#"))]
+    rows = [re.split(r"\s{2,}", line.strip()) for line in text.splitlines()[1:]
+            if line.strip().startswith(("#", ">#"))]
     module_rows = [row for row in rows if not row[1].endswith("()")]
     assert len(module_rows) == len(labels) >= 4
     assert all(any(is_middle_cut(row[1], label) for label in labels) for row in module_rows)
