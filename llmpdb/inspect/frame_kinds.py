@@ -3,6 +3,8 @@
 Usage::
 
     is_plumbing(frame)     # True for _call_impl, hooks, decorator wrappers, generate(), the debugger...
+    step_plumbing(frame)   # True where `s` does not stop: torch, transformers (but models/), accelerate...
+    is_module_forward(frame)   # the frame runs the forward of an nn.Module (by the type of its self)
     tensor_arg(frame)      # TensorArg("hidden_states", (1, 7, 64), "f32") -- metadata only
     short_dtype(torch.bfloat16)   # "bf16"
 
@@ -10,6 +12,12 @@ Plumbing is recognised by file (and for a few files, function) name, so it works
 or transformers: torch's module call machinery, hooks, autocast/no_grad context decorators and dynamo;
 transformers' output/kwarg decorators, gradient-checkpointing ``__call__`` and generation utilities;
 accelerate's hooks; functools/contextlib wrappers; bdb/pdb/runpy and llmpdb itself.
+
+``step_plumbing`` is the wider set ``s`` skips, like pdb's ``skip=``: every file of the torch,
+transformers (except ``transformers/models/``, the modeling code) and accelerate packages, and the
+standard library's call machinery (functools, contextlib, collections, abc, typing, the import system,
+runpy); a module's ``forward`` is never plumbing, wherever its file is (``nn.Linear.forward``). The
+verdict for a file is computed once and cached by file name, so a traced call costs a dict lookup.
 """
 
 from __future__ import annotations
@@ -19,11 +27,14 @@ import inspect
 import os
 from dataclasses import dataclass
 
+import sys
+
 from ..units import format_shape
-from .frames import frame_locals
+from .frames import frame_locals, frame_self
+from .kinds import is_module, static_attr
 from .safe import is_tensor, short_dtype
 
-__all__ = ["TensorArg", "is_plumbing", "tensor_arg", "short_dtype"]
+__all__ = ["TensorArg", "is_plumbing", "step_plumbing", "is_module_forward", "tensor_arg", "short_dtype"]
 
 _SEP = os.sep
 # (path fragment, function names or None for every function in that file) of frames that are plumbing.
@@ -120,3 +131,50 @@ def is_plumbing(frame) -> bool:
         stdlib = os.path.dirname(functools.__file__)
         return os.path.dirname(filename) == stdlib
     return False
+
+
+# ---- what `s` skips -------------------------------------------------------------------------------------
+_STEP_PACKAGES = ("torch", "transformers", "accelerate")
+_STEP_KEPT = {"transformers": "models" + _SEP}  # transformers/models/: the modeling code is the user's
+_STEP_STDLIB = ("functools.py", "contextlib.py", "_collections_abc.py", "abc.py", "typing.py", "runpy.py",
+                os.path.join("collections", "__init__.py"), os.path.join("importlib", "__init__.py"))
+_STEP_FILES: dict[str, bool] = {}  # file name -> it is plumbing (the verdict, computed once per file)
+
+
+def _package_dir(name: str) -> str | None:
+    module = sys.modules.get(name)
+    path = static_attr(module, "__file__", None) if module is not None else None
+    if not isinstance(path, str):
+        return None
+    return os.path.dirname(os.path.abspath(path)) + _SEP
+
+
+def _file_is_step_plumbing(filename: str) -> bool:
+    if filename.startswith("<frozen"):  # runpy, importlib._bootstrap: the import system
+        return True
+    stdlib = os.path.dirname(functools.__file__) + _SEP
+    if any(filename == stdlib + name for name in _STEP_STDLIB):
+        return True
+    for name in _STEP_PACKAGES:
+        root = _package_dir(name)
+        if root is not None and filename.startswith(root):
+            kept = _STEP_KEPT.get(name)
+            return not (kept and filename.startswith(root + kept))
+    return False
+
+
+def is_module_forward(frame) -> bool:
+    """Usage: ``is_module_forward(frame)``; True when the frame runs ``forward`` with an nn.Module ``self``."""
+    code = frame.f_code
+    if code.co_name != "forward" or not code.co_argcount:
+        return False
+    return is_module(frame_self(frame))
+
+
+def step_plumbing(frame) -> bool:
+    """Usage: ``step_plumbing(frame)``; True for frames ``s`` steps through without stopping."""
+    filename = frame.f_code.co_filename
+    verdict = _STEP_FILES.get(filename)
+    if verdict is None:
+        verdict = _STEP_FILES[filename] = _file_is_step_plumbing(filename)
+    return verdict and not is_module_forward(frame)
