@@ -25,6 +25,7 @@ import bdb
 import os
 
 from .commands._command import CommandError, command
+from .commands.navigation import user_root
 from .inspect.frame_kinds import is_module_forward, step_plumbing
 from .inspect.modules import frame_stack, module_frames
 
@@ -79,8 +80,6 @@ def visible_stack(stack: list, index: int) -> tuple[list, int]:
 
 def _forward_label(frame) -> str:
     """``model.layers.0.self_attn (LlamaAttention)``, or the class alone when the frame runs the root."""
-    from .commands.navigation import user_root
-
     rows = module_frames(frame_stack(frame), user_root())
     if not rows or rows[-1].module is None:
         return "?"
