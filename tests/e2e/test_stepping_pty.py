@@ -126,7 +126,8 @@ def test_step_on_breakpoint_and_up_never_show_llmpdb(tmp_path):
         s.finish("c")
 
 
-def test_s_on_a_breakpoint_line_steps_over_the_hook(tmp_path):
+@pytest.mark.parametrize("base", ["stdlib", ""])
+def test_s_on_a_breakpoint_line_steps_over_the_hook(tmp_path, base):
     script = _write(tmp_path, "twice.py", textwrap.dedent("""\
         def main():
             breakpoint()
@@ -137,7 +138,7 @@ def test_s_on_a_breakpoint_line_steps_over_the_hook(tmp_path):
 
         main()
         """))
-    with PtySession(["-m", "llmpdb", script], env={"LLMPDB_BASE": "stdlib"}) as s:
+    with PtySession(["-m", "llmpdb", script], env={"LLMPDB_BASE": base or None}) as s:
         s.wait_prompt()
         assert "twice.py(3)main()" in s.run("c")
         stop = s.run("s")  # onto breakpoint(): pdb would enter llmpdb/hooks.py here
