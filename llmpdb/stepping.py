@@ -169,8 +169,8 @@ class SteppingMixin:
     def do_step_forward(self, arg):
         """step-forward (sf)
         Continue to the next module forward that starts (any nn.Module's forward: a decoder layer, an
-        attention, a Linear) and stop at its first line, naming the module: `--Forward--
-        model.layers.0.self_attn (LlamaAttention)`. Breakpoints on the way stop as usual."""
+        attention, a Linear) and stop as it starts (where `s` shows `--Call--`), naming the module:
+        `--Forward-- model.layers.0.self_attn (LlamaAttention)`. Breakpoints on the way stop as usual."""
         if arg.strip():
             raise CommandError("takes no argument")
         frame = self.stack[-1][0] if getattr(self, "stack", None) else getattr(self, "curframe", None)
