@@ -8,8 +8,8 @@ Usage (at the prompt)::
 
 ``LLMPDB_STEP_PLUMBING=1`` makes every ``s`` a ``step-all``. Plumbing (``step_plumbing`` in
 ``llmpdb/inspect/frame_kinds.py``) is skipped as pdb's ``skip=`` skips modules: torch, transformers
-outside ``transformers/models/``, accelerate, and the standard library's functools, contextlib,
-collections, abc, typing and import machinery; a module's ``forward`` always stops. ``s`` from a frame
+outside ``transformers/models/``, accelerate, the standard library, imports of installed packages, and
+their functions when plumbing calls them; a module's ``forward`` always stops. ``s`` from a frame
 that is itself plumbing steps through plumbing too (you asked to be there).
 
 Never shown and never stopped in: llmpdb's own frames (the launcher ``cli.py``, the fast engine's ``run``,

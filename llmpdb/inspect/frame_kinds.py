@@ -14,10 +14,11 @@ transformers' output/kwarg decorators, gradient-checkpointing ``__call__`` and g
 accelerate's hooks; functools/contextlib wrappers; bdb/pdb/runpy and llmpdb itself.
 
 ``step_plumbing`` is the wider set ``s`` skips, like pdb's ``skip=``: every file of the torch,
-transformers (except ``transformers/models/``, the modeling code) and accelerate packages, and the
-standard library's call machinery (functools, contextlib, collections, abc, typing, the import system,
-runpy); a module's ``forward`` is never plumbing, wherever its file is (``nn.Linear.forward``). The
-verdict for a file is computed once and cached by file name, so a traced call costs a dict lookup.
+transformers (except ``transformers/models/``, the modeling code) and accelerate packages and of the
+standard library, and the module and class bodies of other installed packages (``s`` on ``import torch``
+steps over the import); a module's ``forward`` is never plumbing, wherever its file is
+(``nn.Linear.forward``). The verdict for a file is computed once and cached by file name, so a traced
+call costs a dict lookup.
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-from dataclasses import dataclass
-
 import sys
+import sysconfig
+from dataclasses import dataclass
 
 from ..units import format_shape
 from .frames import frame_locals, frame_self
@@ -134,11 +135,21 @@ def is_plumbing(frame) -> bool:
 
 
 # ---- what `s` skips -------------------------------------------------------------------------------------
-_STEP_PACKAGES = ("torch", "transformers", "accelerate")
-_STEP_KEPT = {"transformers": "models" + _SEP}  # transformers/models/: the modeling code is the user's
-_STEP_STDLIB = ("functools.py", "contextlib.py", "_collections_abc.py", "abc.py", "typing.py", "runpy.py",
-                os.path.join("collections", "__init__.py"), os.path.join("importlib", "__init__.py"))
-_STEP_FILES: dict[str, bool] = {}  # file name -> it is plumbing (the verdict, computed once per file)
+_STEP_PACKAGES = ("torch", "transformers", "accelerate", "_distutils_hack")  # the last: setuptools' import hook
+# transformers/models/ (but its auto classes) is modeling code: an installed package's, not plumbing
+_STEP_KEPT = {"transformers": ("models" + _SEP, os.path.join("models", "auto") + _SEP)}
+_STEP_FILES: dict[str, int] = {}  # file name -> one of these kinds (_K_PACKAGE: another installed package)
+_K_USER, _K_PACKAGE, _K_PLUMBING, _K_LIKE_CALLER = 0, 1, 2, 3
+_DIRS: dict[str, tuple[str, ...]] = {}
+_CALLER_WALK = 32  # callers looked at for a package function; past that it counts as the user's
+
+
+def _dirs(kind: str) -> tuple[str, ...]:
+    if kind not in _DIRS:
+        paths = sysconfig.get_paths()
+        keys = ("stdlib", "platstdlib") if kind == "stdlib" else ("purelib", "platlib")
+        _DIRS[kind] = tuple(sorted({os.path.abspath(paths[key]) + _SEP for key in keys}))
+    return _DIRS[kind]
 
 
 def _package_dir(name: str) -> str | None:
@@ -149,18 +160,23 @@ def _package_dir(name: str) -> str | None:
     return os.path.dirname(os.path.abspath(path)) + _SEP
 
 
-def _file_is_step_plumbing(filename: str) -> bool:
-    if filename.startswith("<frozen"):  # runpy, importlib._bootstrap: the import system
-        return True
-    stdlib = os.path.dirname(functools.__file__) + _SEP
-    if any(filename == stdlib + name for name in _STEP_STDLIB):
-        return True
+def _step_kind(filename: str) -> int:
+    if filename.startswith("<frozen"):  # runpy, importlib._bootstrap, collections.abc: the standard library
+        return _K_PLUMBING
+    if filename.startswith("<"):  # <string>: exec'd code (a dataclass __init__...), as plumbing as its caller
+        return _K_LIKE_CALLER
     for name in _STEP_PACKAGES:
         root = _package_dir(name)
         if root is not None and filename.startswith(root):
-            kept = _STEP_KEPT.get(name)
-            return not (kept and filename.startswith(root + kept))
-    return False
+            kept, unkept = _STEP_KEPT.get(name, (None, None))
+            if kept and filename.startswith(root + kept) and not filename.startswith(root + unkept):
+                return _K_PACKAGE
+            return _K_PLUMBING
+    if filename.startswith(_dirs("packages")):
+        return _K_PACKAGE
+    if filename.startswith(_dirs("stdlib")):
+        return _K_PLUMBING
+    return _K_USER
 
 
 def is_module_forward(frame) -> bool:
@@ -171,10 +187,30 @@ def is_module_forward(frame) -> bool:
     return is_module(frame_self(frame))
 
 
+def _kind_of(filename: str) -> int:
+    kind = _STEP_FILES.get(filename)
+    if kind is None:
+        kind = _STEP_FILES[filename] = _step_kind(filename)
+    return kind
+
+
 def step_plumbing(frame) -> bool:
-    """Usage: ``step_plumbing(frame)``; True for frames ``s`` steps through without stopping."""
-    filename = frame.f_code.co_filename
-    verdict = _STEP_FILES.get(filename)
-    if verdict is None:
-        verdict = _STEP_FILES[filename] = _file_is_step_plumbing(filename)
-    return verdict and not is_module_forward(frame)
+    """Usage: ``step_plumbing(frame)``; True for frames ``s`` steps through without stopping.
+
+    A function of another installed package (or code exec'd from a string) is as much plumbing as its
+    caller: ``np.mean`` called by the user stops, called by torch it does not."""
+    for _ in range(_CALLER_WALK):
+        code = frame.f_code
+        kind = _kind_of(code.co_filename)
+        if kind == _K_USER:
+            return False
+        if kind == _K_PLUMBING:
+            return not is_module_forward(frame)
+        if kind == _K_PACKAGE and not code.co_flags & inspect.CO_OPTIMIZED:
+            return True  # a module or class body: an import
+        if kind == _K_PACKAGE and is_module_forward(frame):
+            return False
+        frame = frame.f_back
+        if frame is None:
+            return False
+    return False
