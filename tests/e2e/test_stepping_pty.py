@@ -207,3 +207,23 @@ def test_stdlib_base_where_has_no_llmpdb_frames(tmp_path):
     where = _where_at(["-m", "llmpdb", script], ["c"], {"LLMPDB_BASE": "stdlib"})
     assert "plain.py(4)inner()" in where and "bdb.py" in where
     assert "llmpdb" not in where and "cli.py" not in where and "runpy" not in where
+
+
+def test_s_steps_over_imports_and_into_modeling_functions(tmp_path):
+    script = _write(tmp_path, "imports.py", textwrap.dedent("""\
+        import torch
+        from transformers.models.llama.modeling_llama import rotate_half
+        breakpoint()
+        import xml.dom.minidom
+        import pexpect
+        y = rotate_half(torch.ones(1, 4))
+        print("done", tuple(y.shape))
+        """))
+    with PtySession(["-m", "llmpdb", script]) as s:
+        s.wait_prompt()
+        assert "imports.py(4)<module>()" in _header(s.run("c"))
+        assert "imports.py(5)<module>()" in _header(s.run("s"))  # the standard library's import: stepped over
+        assert "imports.py(6)<module>()" in _header(s.run("s"))  # an installed package's import too
+        into = s.run("s")  # a modeling function called from the user's code stops
+        assert "--Call--" in into and "modeling_llama.py" in _header(into) and "rotate_half()" in _header(into)
+        assert "done (1, 4)" in s.finish("c")
