@@ -105,8 +105,8 @@ class SteppingMixin:
     def stop_here(self, frame):
         if is_debugger_frame(frame):
             return False
-        if self.stopframe is None:  # a step: pdb would stop at the next event anywhere
-            mode = self._llmpdb_step_mode
+        if self.stopframe is None and not getattr(self, "_wait_for_mainpyfile", False):
+            mode = self._llmpdb_step_mode  # a step: pdb would stop at the next event anywhere
             if mode == STEP_FORWARD:
                 return is_module_forward(frame) and all(frame is not f for f in self._llmpdb_sf_running)
             if mode == STEP_SKIP and step_plumbing(frame):
