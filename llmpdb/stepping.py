@@ -103,7 +103,7 @@ class SteppingMixin:
 
     # ---- where pdb may stop ----------------------------------------------------------------------------
     def stop_here(self, frame):
-        if is_debugger_frame(frame):
+        if is_debugger_frame(frame) and not self._typed_code(frame):
             return False
         if self.stopframe is None and not getattr(self, "_wait_for_mainpyfile", False):
             mode = self._llmpdb_step_mode  # a step: pdb would stop at the next event anywhere
@@ -112,6 +112,10 @@ class SteppingMixin:
             if mode == STEP_SKIP and step_plumbing(frame):
                 return False
         return super().stop_here(frame)
+
+    def _typed_code(self, frame) -> bool:
+        """The string a recursive debugger runs is the code typed after ``debug``, not a launcher."""
+        return getattr(self, "_llmpdb_depth", 0) > 0 and frame.f_code.co_filename == "<string>"
 
     def user_call(self, frame, argument_list):
         if (self._llmpdb_step_mode == STEP_FORWARD and not getattr(self, "_wait_for_mainpyfile", False)

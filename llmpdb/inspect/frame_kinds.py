@@ -194,6 +194,12 @@ def _kind_of(filename: str) -> int:
     return kind
 
 
+def _run_by_bdb(frame) -> bool:
+    caller = frame.f_back
+    return (caller is not None and caller.f_code.co_name == "run"
+            and os.path.basename(caller.f_code.co_filename) == "bdb.py")
+
+
 def step_plumbing(frame) -> bool:
     """Usage: ``step_plumbing(frame)``; True for frames ``s`` steps through without stopping.
 
@@ -202,8 +208,8 @@ def step_plumbing(frame) -> bool:
     for _ in range(_CALLER_WALK):
         code = frame.f_code
         kind = _kind_of(code.co_filename)
-        if kind == _K_USER:
-            return False
+        if kind == _K_USER or (kind == _K_LIKE_CALLER and _run_by_bdb(frame)):
+            return False  # the second: code typed at the prompt (``debug CODE``), run by bdb's run()
         if kind == _K_PLUMBING:
             return not is_module_forward(frame)
         if kind == _K_PACKAGE and not code.co_flags & inspect.CO_OPTIMIZED:
