@@ -22,7 +22,8 @@ from typing import Any
 from ..units import human_bytes, plural
 from .kv_layers import LayerReport, inspect_layer, tensor_meta, tuple_layer
 from .config import text_config
-from .safe import is_tensor, safe_getattr as _get
+from .kinds import MISSING, instance_dict, is_a, is_hf, library_attr, sequence_items
+from .safe import is_tensor
 
 __all__ = [
     "CacheReport",
@@ -35,6 +36,7 @@ __all__ = [
     "index_ranges",
     "find_cache",
     "looks_like_cache",
+    "is_kv_pair",
     "unwrap_cache",
     "head_sharing",
 ]
@@ -89,17 +91,32 @@ class CacheReport:
         return None
 
 
-_MISSING = object()
-
-
 _MAX_LAYERS = 4096
 
 
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    """What ``obj`` stores under ``name`` (or a transformers property of it); no user code runs."""
+    value = library_attr(obj, name)
+    return default if value is MISSING else value
+
+
+def _seq(obj: Any) -> list | None:
+    return sequence_items(obj)
+
+
 def _is_entry(entry: Any, strict: bool) -> bool:
-    if not (isinstance(entry, (tuple, list)) and 2 <= len(entry) <= 6 and is_tensor(entry[0]) and is_tensor(entry[1])):
+    items = _seq(entry)
+    if items is None or not (2 <= len(items) <= 6 and is_tensor(items[0]) and is_tensor(items[1])):
         return False
-    k, v = entry[0], entry[1]
+    k, v = items[0], items[1]
     return not strict or (k.dim() == 4 and v.dim() == 4 and k.shape[:-1] == v.shape[:-1])
+
+
+def is_kv_pair(obj: Any) -> bool:
+    """Usage: ``is_kv_pair(layer_past)``; True for one layer's ``(keys, values)``: two tensors of one rank."""
+    items = _seq(obj)
+    return (items is not None and len(items) == 2 and is_tensor(items[0]) and is_tensor(items[1])
+            and items[0].dim() == items[1].dim())
 
 
 def looks_like_cache(obj: Any, *, strict: bool = False) -> bool:
@@ -108,41 +125,39 @@ def looks_like_cache(obj: Any, *, strict: bool = False) -> bool:
     ``strict`` (for locals found by scanning, not by name) accepts only tuples of 4-D ``(k, v)`` pairs
     of matching (batch, heads, seq), so a list of ``(input, target)`` tensor pairs is not taken for a cache.
     """
-    if obj is None or is_tensor(obj) or isinstance(obj, (str, bytes, int, float, dict)):
+    if obj is None or is_tensor(obj) or is_a(obj, str, bytes, int, float, dict, type):
         return False
-    if isinstance(obj, (tuple, list)):
-        return 0 < len(obj) <= _MAX_LAYERS and all(_is_entry(e, strict) for e in obj)
+    items = _seq(obj)
+    if items is not None:
+        return 0 < len(items) <= _MAX_LAYERS and all(_is_entry(e, strict) for e in items)
     if _get(obj, "self_attention_cache") is not None and _get(obj, "cross_attention_cache") is not None:
         return True
-    layers = _get(obj, "layers")
-    if isinstance(layers, (list, tuple)):
+    layers = _seq(_get(obj, "layers"))
+    if layers is not None:
         if not layers:
-            return type(obj).__name__.endswith("Cache")
+            return is_hf(obj, "Cache") or type(obj).__name__.endswith("Cache")
         return _looks_like_layer(layers[0])
-    if isinstance(_get(obj, "key_cache"), (list, tuple)) and isinstance(_get(obj, "value_cache"), (list, tuple)):
+    if _seq(_get(obj, "key_cache")) is not None and _seq(_get(obj, "value_cache")) is not None:
         return True
-    return isinstance(_get(obj, "conv_states"), (list, tuple)) and isinstance(_get(obj, "ssm_states"), (list, tuple))
+    return _seq(_get(obj, "conv_states")) is not None and _seq(_get(obj, "ssm_states")) is not None
 
 
 def _looks_like_layer(layer: Any) -> bool:
     """A cache layer holds ``keys``/``values`` (tensors, or None before the first update), or state dicts."""
     for name in ("keys", "values"):
-        value = _get(layer, name, _MISSING)
-        if value is not _MISSING and (value is None or is_tensor(value)):
+        value = _get(layer, name, MISSING)
+        if value is not MISSING and (value is None or is_tensor(value)):
             return True
-    return any(isinstance(_get(layer, name), (dict, list)) for name in ("conv_states", "recurrent_states"))
+    return any(is_a(_get(layer, name), dict, list) for name in ("conv_states", "recurrent_states"))
 
 
 def unwrap_cache(obj: Any) -> tuple[str, Any] | None:
     """Usage: ``unwrap_cache(outputs)`` -> ``(".cache", cache)``; the cache itself gives ``("", obj)``."""
     if looks_like_cache(obj):
         return "", obj
-    if is_tensor(obj) or isinstance(obj, (str, bytes, int, float)) or obj is None:
+    if is_tensor(obj) or is_a(obj, str, bytes, int, float, type) or obj is None:
         return None
-    try:  # instance attributes only: transformers' `past_key_values` alias is a property that logs a warning
-        attrs = vars(obj)
-    except TypeError:
-        attrs = {}
+    attrs = instance_dict(obj)  # instance attributes: transformers' `past_key_values` alias is a property that warns
     for attr in _CACHE_ATTRS:
         if attr in attrs:
             value = attrs[attr]
@@ -152,7 +167,7 @@ def unwrap_cache(obj: Any) -> tuple[str, Any] | None:
             value = _get(obj, attr)
         if looks_like_cache(value):
             return f".{attr}", value
-    if isinstance(obj, dict):
+    if is_a(obj, dict):
         keys = set(dict.keys(obj))  # plain dict keys: ModelOutput's `in`/`get` translate and warn
         for key in _CACHE_ATTRS:
             value = dict.get(obj, key) if key in keys else None
@@ -179,10 +194,7 @@ def find_cache(local_vars: dict[str, Any]) -> tuple[str, Any] | None:
         if not name.startswith("__") and looks_like_cache(value, strict=True):
             return name, value
     owner = local_vars.get("self")
-    try:
-        attrs = dict(vars(owner)) if owner is not None else {}
-    except TypeError:  # no __dict__
-        attrs = {}
+    attrs = dict(instance_dict(owner)) if owner is not None else {}
     for name, value in attrs.items():
         if looks_like_cache(value, strict=True):
             return f"self.{name}", value
@@ -205,20 +217,21 @@ def head_sharing(q_heads: int | None, kv_heads: int | None) -> str:
 def _layers_of(cache: Any, part: str) -> tuple[str, list[LayerReport], list[str]]:
     """(layout, layer reports, notes) of a cache that is not split into self/cross parts."""
     notes: list[str] = []
-    if isinstance(cache, (tuple, list)):
-        return "tuple of (k, v)", [tuple_layer(e, i, part=part) for i, e in enumerate(cache)], notes
-    layers = _get(cache, "layers")
-    if isinstance(layers, (list, tuple)):
-        hints = _get(cache, "is_sliding")
-        hints = hints if isinstance(hints, list) and len(hints) == len(layers) else [None] * len(layers)
+    entries = _seq(cache)
+    if entries is not None:
+        return "tuple of (k, v)", [tuple_layer(e, i, part=part) for i, e in enumerate(entries)], notes
+    layers = _seq(_get(cache, "layers"))
+    if layers is not None:
+        hints = _seq(_get(cache, "is_sliding"))
+        hints = hints if hints is not None and len(hints) == len(layers) else [None] * len(layers)
         if not layers:
             notes.append("no layers yet (created on the first forward)")
         return "layers", [inspect_layer(l, i, part=part, sliding_hint=h) for i, (l, h) in enumerate(zip(layers, hints))], notes
-    keys, values = _get(cache, "key_cache"), _get(cache, "value_cache")
-    if isinstance(keys, (list, tuple)) and isinstance(values, (list, tuple)):
+    keys, values = _seq(_get(cache, "key_cache")), _seq(_get(cache, "value_cache"))
+    if keys is not None and values is not None:
         return "key_cache/value_cache lists", _legacy_lists(cache, keys, values, part, notes), notes
-    conv, ssm = _get(cache, "conv_states"), _get(cache, "ssm_states")
-    if isinstance(conv, (list, tuple)) and isinstance(ssm, (list, tuple)):
+    conv, ssm = _seq(_get(cache, "conv_states")), _seq(_get(cache, "ssm_states"))
+    if conv is not None and ssm is not None:
         out = []
         for i in range(max(len(conv), len(ssm))):
             states = tuple(tensor_meta(f"{name}[{i}]", seq[i]) for name, seq in (("conv_states", conv), ("ssm_states", ssm))
@@ -231,16 +244,16 @@ def _layers_of(cache: Any, part: str) -> tuple[str, list[LayerReport], list[str]
 def _legacy_lists(cache: Any, keys: Any, values: Any, part: str, notes: list[str]) -> list[LayerReport]:
     """transformers 4.4x-4.5x: per-layer tensors in two lists; Static/Hybrid caches preallocate them."""
     max_len = _get(cache, "max_cache_len")
-    sliding = _get(cache, "is_sliding")
+    sliding = _seq(_get(cache, "is_sliding"))
     window = _get(cache, "sliding_window")
     seen = _get(cache, "_seen_tokens")
     out = []
     for i, (k, v) in enumerate(zip(keys, values)):
-        static = isinstance(max_len, int) and is_tensor(k) and k.dim() == 4 and k.shape[-2] in (max_len, window)
+        static = is_a(max_len, int) and is_tensor(k) and k.dim() == 4 and k.shape[-2] in (max_len, window)
         layer = tuple_layer((k, v), i, part=part, static_capacity=static)
-        if isinstance(sliding, (list, tuple)) and i < len(sliding) and sliding[i] and isinstance(window, int):
+        if sliding is not None and i < len(sliding) and sliding[i] is True and is_a(window, int):
             layer = dataclasses.replace(layer, kind="static-sliding" if static else "sliding", window=window)
-        if not static and isinstance(seen, int) and layer.filled is not None:
+        if not static and is_a(seen, int) and layer.filled is not None:
             layer = dataclasses.replace(layer, seen=seen)
         out.append(dataclasses.replace(layer, class_name=type(cache).__name__))
     if len(keys) != len(values):
@@ -254,10 +267,11 @@ def _parts(cache: Any) -> tuple[str, tuple[str, ...], list[LayerReport], list[st
         layout, self_layers, notes = _layers_of(self_part, "self")
         _, cross_layers, cross_notes = _layers_of(cross_part, "cross")
         return f"encoder-decoder ({layout})", ("self", "cross"), self_layers + cross_layers, notes + cross_notes
-    if isinstance(cache, (tuple, list)) and cache and all(isinstance(e, (tuple, list)) and len(e) in (4, 6) for e in cache):
-        half = len(cache[0]) // 2
-        layers = [tuple_layer(e[:half], i, part="self") for i, e in enumerate(cache)]
-        layers += [tuple_layer(e[half:], i, part="cross") for i, e in enumerate(cache)]
+    entries = [_seq(e) for e in (_seq(cache) or ())]
+    if entries and all(e is not None and len(e) in (4, 6) for e in entries):
+        half = len(entries[0]) // 2
+        layers = [tuple_layer(tuple(e[:half]), i, part="self") for i, e in enumerate(entries)]
+        layers += [tuple_layer(tuple(e[half:]), i, part="cross") for i, e in enumerate(entries)]
         return "tuple of (k, v, cross k, cross v)", ("self", "cross"), layers, []
     layout, layers, notes = _layers_of(cache, "")
     return layout, ("",), layers, notes
@@ -325,7 +339,7 @@ def inspect_cache(cache: Any, *, config: Any = None) -> CacheReport:
         q_heads = next((v for v in (_get(config, a) for a in ("num_attention_heads", "n_head", "num_heads"))
                         if type(v) is int), None)
         cfg_kv = _get(config, "num_key_value_heads")
-        if isinstance(cfg_kv, int) and kv_heads is not None and cfg_kv != kv_heads:
+        if type(cfg_kv) is int and kv_heads is not None and cfg_kv != kv_heads:
             notes.append(f"config num_key_value_heads is {cfg_kv}, tensors hold {kv_heads} (sharded or repeated)")
 
     itemsize = _single([m.itemsize for m in kv_metas])

@@ -10,7 +10,9 @@ Looks at the module frames of the stack (``llmpdb.inspect.modules``): the innerm
 innermost first (a cache is a local named ``cache``, ``past_key_values``, ``past_key_value``,
 ``layer_past``, ``past`` or ``kv_cache``). Grad and autocast state are the thread's current state, read
 through ``torch`` only when the program imported it. Nothing here reads tensor data: a cache length comes
-from ``get_seq_length()`` when it returns a plain int, else from a key tensor's shape.
+from ``get_seq_length()`` when it returns a plain int, else from a key tensor's shape. No user code runs:
+modules are read through their dicts (``kinds.module_attr``), and ``get_seq_length`` is called only when
+transformers defines it (a user's object named ``cache`` is never asked anything).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 
 from .frames import frame_locals
 from .compiled import compiled_context
+from .kinds import library_attr, library_method, module_attr, sequence_items
 from .modules import ModuleFrame, is_module, model_stack, unwrap_model
 from .safe import is_tensor
 
@@ -53,8 +56,9 @@ class PathSummary:
 def _first_key_tensor(value, depth: int = 0):
     if is_tensor(value):
         return value if value.dim() >= 3 else None
-    if depth < 3 and isinstance(value, (tuple, list)) and value:
-        return _first_key_tensor(value[0], depth + 1)
+    items = sequence_items(value) if depth < 3 else None
+    if items:
+        return _first_key_tensor(items[0], depth + 1)
     return None
 
 
@@ -63,14 +67,10 @@ def cache_length(cache) -> int | None:
 
     A transformers ``Cache`` answers through ``get_seq_length()`` (kept only when it is a plain int: a
     tensor would need a read); a tuple cache through its first key's ``shape[-2]`` (batch, heads, seq, dim).
+    Any other object is not asked (its ``get_seq_length`` would be user code).
     """
-    get_len = None
-    if not isinstance(cache, (tuple, list)):
-        try:
-            get_len = getattr(cache, "get_seq_length", None)
-        except Exception:  # a cache object whose __getattr__ raises: no length
-            return None
-    if callable(get_len):
+    get_len = library_method(cache, "get_seq_length")
+    if get_len is not None:
         try:
             value = get_len()
         except Exception:  # an empty or exotic cache that refuses: say nothing rather than guess
@@ -115,22 +115,16 @@ def _attn_implementation(*modules) -> str | None:
     for module in modules:
         if module is None:
             continue
-        try:
-            config = getattr(module, "config", None)
-            value = getattr(config, "_attn_implementation", None) if config is not None else None
-        except Exception:  # a config property that raises
-            value = None
-        if isinstance(value, str) and value:
+        config = module_attr(unwrap_model(module)[0], "config", None)  # a compiled/DDP wrapper: its model's
+        value = library_attr(config, "_attn_implementation", None) if config is not None else None
+        if type(value) is str and value:
             return value
     return None
 
 
 def _training(module) -> bool | None:
-    try:
-        value = getattr(module, "training", None)
-    except Exception:  # a module whose attribute access raises
-        return None
-    return value if isinstance(value, bool) else None
+    value = module_attr(module, "training", None) if is_module(module) else None
+    return value if type(value) is bool else None
 
 
 def _labels_and_cache(stack, modules) -> tuple[bool | None, str | None, int | None]:
