@@ -95,15 +95,17 @@ def class_names(obj: Any) -> tuple[str, ...]:
 def is_module(obj: Any) -> bool:
     """Usage: ``is_module(x)``; True for an ``nn.Module`` instance, never for a class.
 
-    With torch loaded: ``type(x)`` subclasses ``torch.nn.Module``. Otherwise (a module-like object of a
-    framework llmpdb does not know), its type must define both ``named_modules`` and ``forward``.
+    With torch loaded: ``type(x)`` subclasses ``torch.nn.Module``, nothing else (a user's object whose
+    ``named_modules`` is a property or a proxy is not a model: calling it would run the user's code).
+    Without torch (a module-like object of a framework llmpdb does not know), its type must define both
+    ``named_modules`` and ``forward`` as plain functions.
     """
     if obj is None or issubclass(type(obj), type):  # never isinstance: it reads obj.__class__
         return False
     module_type = getattr(sys.modules.get("torch.nn.modules.module"), "Module", None)
-    if isinstance(module_type, type) and issubclass(type(obj), module_type):
-        return True
-    return type_defines(obj, "named_modules") and type_defines(obj, "forward")
+    if isinstance(module_type, type):
+        return issubclass(type(obj), module_type)
+    return all(type(static_attr(obj, name)) is types.FunctionType for name in ("named_modules", "forward"))
 
 
 _TYPE_MODULE = type.__dict__["__module__"]  # read through type's own descriptor: a metaclass cannot answer

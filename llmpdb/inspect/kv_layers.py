@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .kinds import MISSING, instance_dict, is_a, is_library_type, library_attr, library_method, sequence_items, stored, type_defines
+from .kinds import (MISSING, instance_dict, is_a, is_library_type, library_attr, library_method, sequence_items,
+                    stored, type_defines)
 from .safe import is_tensor, short_dtype
 
 __all__ = [

@@ -8,9 +8,10 @@ Usage::
 Looks at the module frames of the stack (``llmpdb.inspect.modules``): the innermost one at or above
 ``index`` is "the module you are in". ``labels`` and the cache come from the locals of the module frames,
 innermost first (a cache is a local named ``cache``, ``past_key_values``, ``past_key_value``,
-``layer_past``, ``past`` or ``kv_cache``). Grad and autocast state are the thread's current state, read
-through ``torch`` only when the program imported it. Nothing here reads tensor data: a cache length comes
-from ``get_seq_length()`` when it returns a plain int, else from a key tensor's shape. No user code runs:
+``layer_past``, ``past`` or ``kv_cache`` that ``kv.looks_like_cache`` takes for one, or None). Grad and
+autocast state are the thread's current state, read through ``torch`` only when the program imported it.
+Nothing here reads tensor data: a cache length comes from ``get_seq_length()`` when it returns a plain int,
+else from a key tensor's shape. No user code runs:
 modules are read through their dicts (``kinds.module_attr``), and ``get_seq_length`` is called only when
 transformers defines it (a user's object named ``cache`` is never asked anything).
 """
@@ -24,12 +25,14 @@ from dataclasses import dataclass
 from .frames import frame_locals
 from .compiled import compiled_context
 from .kinds import library_attr, library_method, module_attr, sequence_items
+from .kv import is_kv_pair, looks_like_cache
 from .modules import ModuleFrame, is_module, model_stack, unwrap_model
 from .safe import is_tensor
 
 __all__ = ["PathSummary", "path_summary", "CACHE_NAMES", "cache_length"]
 
 CACHE_NAMES = ("cache", "past_key_values", "past_key_value", "layer_past", "past", "kv_cache")
+_ABSENT = object()
 _AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps", "hpu")
 _GENERATION_DIR = os.sep + os.path.join("transformers", "generation") + os.sep
 
@@ -138,9 +141,10 @@ def _labels_and_cache(stack, modules) -> tuple[bool | None, str | None, int | No
         if cache_seen:
             continue
         for name in CACHE_NAMES:
-            if name in local_map:
+            value = local_map.get(name, _ABSENT)
+            is_cache = value is not _ABSENT and (looks_like_cache(value) or is_kv_pair(value))  # a lazy `cache` is not
+            if value is None or is_cache:
                 cache_seen = True
-                value = local_map[name]
                 cache = "" if value is None else type(value).__name__
                 length = None if value is None else cache_length(value)
                 break
