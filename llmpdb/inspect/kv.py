@@ -2,7 +2,7 @@
 
 Usage::
 
-    path, cache = find_cache(frame.f_locals)              # or None: nothing cache-like in reach
+    path, cache = find_cache(frame.f_locals)              # or None (finding: ``kv_find``, re-exported here)
     report = inspect_cache(cache, config=model.config)    # CacheReport: summary + one LayerReport per layer
     entry = history_entry(report, stop=3, cache_id=1)     # what `kv --history` keeps (no tensors)
 
@@ -22,7 +22,9 @@ from typing import Any
 from ..units import human_bytes, plural
 from .kv_layers import LayerReport, inspect_layer, tensor_meta, tuple_layer
 from .config import text_config
-from .kinds import MISSING, instance_dict, is_a, is_hf, library_attr, sequence_items
+from .kinds import is_a, sequence_items as _seq
+from .kv_find import (SEARCHED, cache_attr as _get, find_cache, find_enclosing_cache, is_kv_pair,
+                      looks_like_cache, unwrap_cache)
 from .safe import is_tensor
 
 __all__ = [
@@ -35,17 +37,12 @@ __all__ = [
     "inspect_cache",
     "index_ranges",
     "find_cache",
+    "find_enclosing_cache",
     "looks_like_cache",
     "is_kv_pair",
     "unwrap_cache",
     "head_sharing",
 ]
-
-SEARCHED = "past_key_values, cache, outputs.cache / .past_key_values, model_kwargs['cache'], every local, self.*"
-_NAMES = ("past_key_values", "cache", "past_key_value", "layer_past", "past", "kv_cache", "cache_params")
-_OUTPUT_NAMES = ("outputs", "output", "out", "model_outputs", "result", "res", "ret")
-_DICT_NAMES = ("model_kwargs", "model_inputs", "kwargs")
-_CACHE_ATTRS = ("cache", "past_key_values")
 
 
 class NotACacheError(ValueError):
@@ -89,116 +86,6 @@ class CacheReport:
             if layer.index == index:
                 return layer
         return None
-
-
-_MAX_LAYERS = 4096
-
-
-def _get(obj: Any, name: str, default: Any = None) -> Any:
-    """What ``obj`` stores under ``name`` (or a transformers property of it); no user code runs."""
-    value = library_attr(obj, name)
-    return default if value is MISSING else value
-
-
-def _seq(obj: Any) -> list | None:
-    return sequence_items(obj)
-
-
-def _is_entry(entry: Any, strict: bool) -> bool:
-    items = _seq(entry)
-    if items is None or not (2 <= len(items) <= 6 and is_tensor(items[0]) and is_tensor(items[1])):
-        return False
-    k, v = items[0], items[1]
-    return not strict or (k.dim() == 4 and v.dim() == 4 and k.shape[:-1] == v.shape[:-1])
-
-
-def is_kv_pair(obj: Any) -> bool:
-    """Usage: ``is_kv_pair(layer_past)``; True for one layer's ``(keys, values)``: two tensors of one rank."""
-    items = _seq(obj)
-    return (items is not None and len(items) == 2 and is_tensor(items[0]) and is_tensor(items[1])
-            and items[0].dim() == items[1].dim())
-
-
-def looks_like_cache(obj: Any, *, strict: bool = False) -> bool:
-    """Usage: ``looks_like_cache(x)``; True for transformers caches (any version) and ``((k, v), ...)`` tuples.
-
-    ``strict`` (for locals found by scanning, not by name) accepts only tuples of 4-D ``(k, v)`` pairs
-    of matching (batch, heads, seq), so a list of ``(input, target)`` tensor pairs is not taken for a cache.
-    """
-    if obj is None or is_tensor(obj) or is_a(obj, str, bytes, int, float, dict, type):
-        return False
-    items = _seq(obj)
-    if items is not None:
-        return 0 < len(items) <= _MAX_LAYERS and all(_is_entry(e, strict) for e in items)
-    if _get(obj, "self_attention_cache") is not None and _get(obj, "cross_attention_cache") is not None:
-        return True
-    layers = _seq(_get(obj, "layers"))
-    if layers is not None:
-        if not layers:
-            return is_hf(obj, "Cache") or type(obj).__name__.endswith("Cache")
-        return _looks_like_layer(layers[0])
-    if _seq(_get(obj, "key_cache")) is not None and _seq(_get(obj, "value_cache")) is not None:
-        return True
-    return _seq(_get(obj, "conv_states")) is not None and _seq(_get(obj, "ssm_states")) is not None
-
-
-def _looks_like_layer(layer: Any) -> bool:
-    """A cache layer holds ``keys``/``values`` (tensors, or None before the first update), or state dicts."""
-    for name in ("keys", "values"):
-        value = _get(layer, name, MISSING)
-        if value is not MISSING and (value is None or is_tensor(value)):
-            return True
-    return any(is_a(_get(layer, name), dict, list) for name in ("conv_states", "recurrent_states"))
-
-
-def unwrap_cache(obj: Any) -> tuple[str, Any] | None:
-    """Usage: ``unwrap_cache(outputs)`` -> ``(".cache", cache)``; the cache itself gives ``("", obj)``."""
-    if looks_like_cache(obj):
-        return "", obj
-    if is_tensor(obj) or is_a(obj, str, bytes, int, float, type) or obj is None:
-        return None
-    attrs = instance_dict(obj)  # instance attributes: transformers' `past_key_values` alias is a property that warns
-    for attr in _CACHE_ATTRS:
-        if attr in attrs:
-            value = attrs[attr]
-        elif attr == "past_key_values" and "cache" in attrs:
-            continue  # transformers 5's alias of `cache`: a property that logs a deprecation warning
-        else:
-            value = _get(obj, attr)
-        if looks_like_cache(value):
-            return f".{attr}", value
-    if is_a(obj, dict):
-        keys = set(dict.keys(obj))  # plain dict keys: ModelOutput's `in`/`get` translate and warn
-        for key in _CACHE_ATTRS:
-            value = dict.get(obj, key) if key in keys else None
-            if looks_like_cache(value):
-                return f"[{key!r}]", value
-    return None
-
-
-def find_cache(local_vars: dict[str, Any]) -> tuple[str, Any] | None:
-    """Usage: ``find_cache(frame.f_locals)`` -> ``("past_key_values", cache)`` or None.
-
-    Looks at the usual argument names, model outputs (``outputs.cache``), ``model_kwargs['cache']``, then any
-    cache-like local, then ``self``'s instance attributes.
-    """
-    for name in _NAMES:
-        if looks_like_cache(local_vars.get(name)):
-            return name, local_vars[name]
-    for name, value in local_vars.items():
-        if name in _OUTPUT_NAMES or name in _DICT_NAMES or "Output" in type(value).__name__:
-            found = unwrap_cache(value)
-            if found is not None:
-                return name + found[0], found[1]
-    for name, value in local_vars.items():
-        if not name.startswith("__") and looks_like_cache(value, strict=True):
-            return name, value
-    owner = local_vars.get("self")
-    attrs = dict(instance_dict(owner)) if owner is not None else {}
-    for name, value in attrs.items():
-        if looks_like_cache(value, strict=True):
-            return f"self.{name}", value
-    return None
 
 
 def head_sharing(q_heads: int | None, kv_heads: int | None) -> str:
