@@ -179,12 +179,15 @@ class KvCommands:
         args = parse_kv_args(arg)
         local_vars = self.frame_locals()
         style, width = self.out_style(), self.out_width()
-        found = self._kv_find(args.expr, local_vars)
+        skipped: list[str] = []
+        found = self._kv_find(args.expr, local_vars, skipped)
         where = None
         if found is None and not args.expr:
-            enclosing = self._kv_find_enclosing()
+            enclosing = self._kv_find_enclosing(skipped)
             if enclosing is not None:
                 found, where = enclosing[:2], enclosing[2]
+        if skipped:
+            self.message(style.warn(f"skipped {', '.join(skipped)}: raised while looked at"))
         if found is None and not args.history:
             raise CommandError(f"no KV cache in this frame or the model frames around it (looked at {SEARCHED})")
         if found is not None and is_kv_pair(found[1]) and not args.history:
@@ -212,10 +215,10 @@ class KvCommands:
         if errors:
             self.message(style.warn(f"history recording failed {len(errors)}×, last: {errors[-1]}"))
 
-    def _kv_find_enclosing(self):
+    def _kv_find_enclosing(self, skipped: list[str]):
         """(path, cache, frame) from the frames around the current one, or None."""
         frame = self.current_frame()
-        return find_enclosing_cache(frame.f_back) if frame is not None else None
+        return find_enclosing_cache(frame.f_back, skipped=skipped) if frame is not None else None
 
     def _kv_frame_name(self, frame) -> str:
         """``LlamaDecoderLayer.forward (frame 26)``: the function and its number in ``where``."""
@@ -242,13 +245,16 @@ class KvCommands:
         lines += [table[-1], style.dim("`kv` alone finds the whole cache (this frame, then the model frames around it)")]
         return "\n".join(lines)
 
-    def _kv_find(self, expr: str, local_vars: dict) -> tuple[str, Any] | None:
+    def _kv_find(self, expr: str, local_vars: dict, skipped: list[str]) -> tuple[str, Any] | None:
         if not expr:
-            return find_cache(local_vars)
+            return find_cache(local_vars, skipped=skipped)
         value = self.eval_in_frame(expr)
-        if is_kv_pair(value):
-            return expr, value
-        unwrapped = unwrap_cache(value)
+        try:
+            if is_kv_pair(value):
+                return expr, value
+            unwrapped = unwrap_cache(value)
+        except Exception as exc:  # a tensor subclass that raises when its rank is read
+            raise CommandError(f"{expr}: {type(exc).__name__} while looking at it: {exc}") from None
         if unwrapped is None:
             raise CommandError(f"{expr} is a {type_name(value)}, not a KV cache "
                                "(no .layers, .key_cache/.value_cache, (k, v) tuples, .cache or .past_key_values)")

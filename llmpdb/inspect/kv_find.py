@@ -114,34 +114,48 @@ def unwrap_cache(obj: Any) -> tuple[str, Any] | None:
     return None
 
 
-def find_cache(local_vars: dict[str, Any], *, scan: bool = True) -> tuple[str, Any] | None:
+def _checked(check, value: Any, name: str, skipped: list[str] | None, **kwargs) -> Any:
+    """``check(value)``; an object that raises while looked at (a tensor subclass whose ``dim()`` raises)
+    is skipped, its name and error kept in ``skipped``, so one hostile local never blanks the search."""
+    try:
+        return check(value, **kwargs)
+    except Exception as exc:
+        if skipped is not None and all(not s.startswith(f"{name} ") for s in skipped):
+            skipped.append(f"{name} ({type(exc).__name__})")
+        return None
+
+
+def find_cache(local_vars: dict[str, Any], *, scan: bool = True,
+               skipped: list[str] | None = None) -> tuple[str, Any] | None:
     """Usage: ``find_cache(frame.f_locals)`` -> ``("past_key_values", cache)`` or None.
 
     Looks at the usual argument names, model outputs (``outputs.cache``), ``model_kwargs['cache']``, then
-    (with ``scan``) any cache-like local, then ``self``'s instance attributes.
+    (with ``scan``) any cache-like local, then ``self``'s instance attributes. A local that raises while
+    looked at is passed over (``"name (Error)"`` appended to ``skipped``).
     """
     for name in _NAMES:
-        if looks_like_cache(local_vars.get(name)):
+        if name in local_vars and _checked(looks_like_cache, local_vars[name], name, skipped):
             return name, local_vars[name]
     for name, value in local_vars.items():
         if name in _OUTPUT_NAMES or name in _DICT_NAMES or "Output" in type(value).__name__:
-            found = unwrap_cache(value)
+            found = _checked(unwrap_cache, value, str(name), skipped)
             if found is not None:
                 return name + found[0], found[1]
     if not scan:
         return None
     for name, value in local_vars.items():
-        if not name.startswith("__") and looks_like_cache(value, strict=True):
+        if not name.startswith("__") and _checked(looks_like_cache, value, name, skipped, strict=True):
             return name, value
     owner = local_vars.get("self")
     attrs = dict(instance_dict(owner)) if owner is not None else {}
     for name, value in attrs.items():
-        if looks_like_cache(value, strict=True):
+        if _checked(looks_like_cache, value, f"self.{name}", skipped, strict=True):
             return f"self.{name}", value
     return None
 
 
-def find_enclosing_cache(frame: Any, *, limit: int = 200) -> tuple[str, Any, Any] | None:
+def find_enclosing_cache(frame: Any, *, limit: int = 200,
+                         skipped: list[str] | None = None) -> tuple[str, Any, Any] | None:
     """Usage: ``find_enclosing_cache(frame.f_back)`` -> ``("cache", cache, decoder_layer_frame)`` or None.
 
     Where a frame holds no cache (``LlamaMLP.forward``), the model frames around it do: the frames from
@@ -155,7 +169,7 @@ def find_enclosing_cache(frame: Any, *, limit: int = 200) -> tuple[str, Any, Any
         frame = frame.f_back
     modules = [f for f in frames if is_module(frame_self(f))]
     for candidate in modules + [f for f in frames if all(f is not m for m in modules)]:
-        found = find_cache(frame_locals(candidate), scan=False)
+        found = find_cache(frame_locals(candidate), scan=False, skipped=skipped)
         if found is not None:
             return found[0], found[1], candidate
     return None

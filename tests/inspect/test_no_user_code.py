@@ -201,3 +201,28 @@ def test_an_object_whose_class_raises_blanks_no_command():
     assert wf.startswith("LlamaForCausalLM.forward")
     assert bm == "module breakpoint 1: layers.0.mlp -> model.layers.0.mlp"
     assert "no_class_frame()" in sm
+
+
+class Exploding(torch.Tensor):
+    """A tensor subclass whose every torch function raises (its rank, its shape, anything)."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        raise RuntimeError("boom")
+
+
+def exploding_frame():
+    exploding = [(torch.zeros(1, 2, 3, 4).as_subclass(Exploding),) * 2]  # looks like a one-layer tuple cache
+    kv_state = real_cache()
+    ids = torch.ones(1, 5, dtype=torch.long)
+    breakpoint()
+    return exploding, kv_state, ids
+
+
+def test_a_local_that_raises_when_looked_at_is_skipped_with_a_note():
+    out = answers(debug_transcript(exploding_frame, ["c", "kv", "shapes", "c"]))
+    kv, shapes = out[1], out[2]
+    assert kv.splitlines()[0] == "skipped exploding (RuntimeError): raised while looked at"
+    assert kv.splitlines()[1].startswith("kv_state: DynamicCache  2 layers  seq 5 (filled)")
+    assert row(shapes, "ids")[1] == "(1, 5)" and row(shapes, "kv_state.layers[0].keys")[1] == "(1, 2, 5, 16)"
+    assert "exploding[0][0]: not searched (RuntimeError: boom)" in shapes
