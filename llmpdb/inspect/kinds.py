@@ -11,6 +11,7 @@ Usage::
     is_hf(obj, "Cache")              # a class of that name from transformers in type(obj).__mro__
     is_a(x, tuple, list)             # isinstance by type(x) alone (never x.__class__)
     sequence_items(obj)              # a tuple's / list's items read in C (an overridden __iter__ never runs)
+    sequence_length(obj)             # its length read in C (None: not a tuple or list); never copies it
 
 A debugger is a guest in the user's process: finding out what a local is must not run the user's code
 (a lazy property that sleeps, an object that records attribute access, a mock that answers everything).
@@ -32,6 +33,7 @@ from typing import Any
 __all__ = [
     "MISSING", "is_module", "static_attr", "has_static", "type_defines", "class_names", "instance_dict",
     "stored", "library_attr", "library_method", "module_attr", "is_hf", "is_library_type", "sequence_items",
+    "sequence_length", "sequence_iter",
     "is_a",
 ]
 
@@ -223,12 +225,30 @@ def module_attr(module: Any, name: str, default: Any = MISSING) -> Any:
     return library_attr(module, name, default)
 
 
-def sequence_items(obj: Any) -> list | None:
-    """Usage: ``sequence_items(past)``; the items of a tuple or list (subclasses included) read in C, so an
-    overridden ``__iter__``/``__getitem__`` never runs; None for anything else."""
+def sequence_length(obj: Any) -> int | None:
+    """Usage: ``sequence_length(past)``; the length of a tuple or list (subclasses included) read in C
+    (an overridden ``__len__`` never runs), None for anything else."""
     cls = type(obj)
     if issubclass(cls, tuple):
-        return list(tuple.__iter__(obj))
+        return tuple.__len__(obj)
     if issubclass(cls, list):
-        return list(list.__iter__(obj))
+        return list.__len__(obj)
     return None
+
+
+def sequence_iter(obj: Any):
+    """Usage: ``sequence_iter(big_list)``; a lazy C iterator over a tuple's or list's items, or None."""
+    cls = type(obj)
+    if issubclass(cls, tuple):
+        return tuple.__iter__(obj)
+    if issubclass(cls, list):
+        return list.__iter__(obj)
+    return None
+
+
+def sequence_items(obj: Any) -> list | None:
+    """Usage: ``sequence_items(past)``; the items of a tuple or list (subclasses included) read in C, so an
+    overridden ``__iter__``/``__getitem__`` never runs; None for anything else. Copies: check
+    ``sequence_length`` first where the object may be large."""
+    items = sequence_iter(obj)
+    return None if items is None else list(items)

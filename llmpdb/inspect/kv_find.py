@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from .frames import frame_locals, frame_self
-from .kinds import MISSING, instance_dict, is_a, is_hf, is_module, library_attr, sequence_items
+from .kinds import MISSING, instance_dict, is_a, is_hf, is_module, library_attr, sequence_items, sequence_length
 from .safe import is_tensor
 
 __all__ = ["SEARCHED", "cache_attr", "find_cache", "find_enclosing_cache", "looks_like_cache", "is_kv_pair",
@@ -43,6 +43,8 @@ _seq = sequence_items
 
 
 def _is_entry(entry: Any, strict: bool) -> bool:
+    if not 2 <= (sequence_length(entry) or 0) <= 6:
+        return False
     items = _seq(entry)
     if items is None or not (2 <= len(items) <= 6 and is_tensor(items[0]) and is_tensor(items[1])):
         return False
@@ -52,8 +54,8 @@ def _is_entry(entry: Any, strict: bool) -> bool:
 
 def is_kv_pair(obj: Any) -> bool:
     """Usage: ``is_kv_pair(layer_past)``; True for one layer's ``(keys, values)``: two tensors of one rank."""
-    items = _seq(obj)
-    return (items is not None and len(items) == 2 and is_tensor(items[0]) and is_tensor(items[1])
+    items = _seq(obj) if sequence_length(obj) == 2 else None
+    return (items is not None and is_tensor(items[0]) and is_tensor(items[1])
             and items[0].dim() == items[1].dim())
 
 
@@ -65,9 +67,9 @@ def looks_like_cache(obj: Any, *, strict: bool = False) -> bool:
     """
     if obj is None or is_tensor(obj) or is_a(obj, str, bytes, int, float, dict, type):
         return False
-    items = _seq(obj)
-    if items is not None:
-        return 0 < len(items) <= _MAX_LAYERS and all(_is_entry(e, strict) for e in items)
+    length = sequence_length(obj)
+    if length is not None:  # a long list (a data set of (x, y) pairs) is never copied
+        return 0 < length <= _MAX_LAYERS and all(_is_entry(e, strict) for e in _seq(obj))
     if _get(obj, "self_attention_cache") is not None and _get(obj, "cross_attention_cache") is not None:
         return True
     layers = _seq(_get(obj, "layers"))

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from .frames import frame_locals
 from .compiled import compiled_context
-from .kinds import library_attr, library_method, module_attr, sequence_items
+from .kinds import library_attr, library_method, module_attr, sequence_iter
 from .kv import is_kv_pair, looks_like_cache
 from .modules import ModuleFrame, is_module, model_stack, unwrap_model
 from .safe import is_tensor
@@ -59,10 +59,9 @@ class PathSummary:
 def _first_key_tensor(value, depth: int = 0):
     if is_tensor(value):
         return value if value.dim() >= 3 else None
-    items = sequence_items(value) if depth < 3 else None
-    if items:
-        return _first_key_tensor(items[0], depth + 1)
-    return None
+    items = sequence_iter(value) if depth < 3 else None
+    first = next(items, None) if items is not None else None
+    return None if first is None else _first_key_tensor(first, depth + 1)
 
 
 def cache_length(cache) -> int | None:

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .frames import frame_locals
-from .kinds import MISSING, instance_dict, is_a, is_hf, sequence_items, stored
+from .kinds import MISSING, instance_dict, is_hf, sequence_items, sequence_iter, sequence_length, stored
 from .safe import is_tensor, safe_getattr, short_dtype, tensor_brief, type_name
 from .stats import TensorStats, tensor_stats
 
@@ -286,28 +286,27 @@ class _Walker:
         """(lazy (suffix, child) pairs, their count) for a container, None for anything else."""
         cls = type(obj)  # type() runs no user code, unlike isinstance's __class__ lookup
         if issubclass(cls, dict):
-            items = list(dict.items(obj))
             if is_hf(obj, "ModelOutput"):
                 return ((f".{k}" if type(k) is str and k.isidentifier() else f"[{_key_text(k)}]", v)
-                        for k, v in items), len(items)
-            return ((f"[{_key_text(k)}]", v) for k, v in items), len(items)
+                        for k, v in dict.items(obj)), dict.__len__(obj)
+            return ((f"[{_key_text(k)}]", v) for k, v in dict.items(obj)), dict.__len__(obj)
         if issubclass(cls, collections.UserDict) and type(stored(obj, "data")) is dict:  # BatchEncoding
-            data = list(dict.items(stored(obj, "data")))
-            return ((f"[{_key_text(k)}]", v) for k, v in data), len(data)
+            data = stored(obj, "data")
+            return ((f"[{_key_text(k)}]", v) for k, v in dict.items(data)), len(data)
         if issubclass(cls, Mapping):
             if not explicit:  # its items() is its own code (a lazy dataset dict): only on request
                 self.out.notes.append(f"{path}: a {type_name(obj)} (Mapping) is not entered: `shapes {path}` reads it")
                 return None
             items = list(obj.items())
             return ((f"[{_key_text(k)}]", v) for k, v in items), len(items)
-        values = sequence_items(obj)
+        values, length = sequence_iter(obj), sequence_length(obj)
         if values is None and issubclass(cls, collections.deque):
-            values = list(collections.deque.__iter__(obj))
+            values, length = collections.deque.__iter__(obj), collections.deque.__len__(obj)
         if values is not None:
             names = self.field_names(cls) if issubclass(cls, tuple) else None
             if names is not None:
-                return ((f".{n}", v) for n, v in zip(names, values)), len(values)
-            return ((f"[{i}]", v) for i, v in enumerate(values)), len(values)
+                return ((f".{n}", v) for n, v in zip(names, values)), length
+            return ((f"[{i}]", v) for i, v in enumerate(values)), length
         fields = _dataclass_fields(cls)
         if fields is not None:
             pairs = [(name, stored(obj, name)) for name in fields]
