@@ -33,7 +33,7 @@ from typing import Any
 __all__ = [
     "MISSING", "is_module", "static_attr", "has_static", "type_defines", "class_names", "instance_dict",
     "stored", "library_attr", "library_method", "module_attr", "is_hf", "is_library_type", "sequence_items",
-    "sequence_length", "sequence_iter",
+    "sequence_length", "sequence_iter", "library_defines",
     "is_a",
 ]
 
@@ -174,6 +174,23 @@ def _owner(obj: Any, name: str) -> type | None:
         if name in klass.__dict__:
             return klass
     return None
+
+
+def library_defines(obj: Any, *names: str) -> bool:
+    """Usage: ``library_defines(env, "items", "__getitem__")``; each name is defined (and so would run code)
+    only in the standard library, transformers or torch, never in a user's class."""
+    for name in names:
+        owner = _owner(obj, name)
+        if owner is None:
+            return False
+        try:
+            module = _TYPE_MODULE.__get__(owner, type(owner))
+        except Exception:  # a class without a module name
+            return False
+        top = module.split(".", 1)[0] if type(module) is str else ""
+        if top not in _LIBRARIES and top not in sys.stdlib_module_names and top != "builtins":
+            return False
+    return True
 
 
 def _runs_only_library_code(obj: Any, name: str) -> bool:

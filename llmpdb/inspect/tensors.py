@@ -27,8 +27,9 @@ The same tensor reached twice keeps both rows, the second flagged ``same as <fir
 
 The walk runs no user code: containers are recognised by ``type(obj)`` and read in C (``dict.items``,
 ``tuple.__iter__``, the instance dict through the standard descriptor, dataclass fields from what the
-instance stores), so a lazy property, a ``__getattr__`` proxy or a mock is never asked anything. Other
-``Mapping`` types (their ``items()`` is their own code) are entered only when passed explicitly.
+instance stores), so a lazy property, a ``__getattr__`` proxy or a mock is never asked anything. A
+``Mapping`` whose ``items()`` is the user's own code is entered only when passed explicitly (standard
+library ones such as ``ChainMap`` and ``os.environ`` are read as usual).
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .frames import frame_locals
-from .kinds import MISSING, instance_dict, is_hf, sequence_items, sequence_iter, sequence_length, stored
+from .kinds import (MISSING, instance_dict, is_hf, library_defines, sequence_items, sequence_iter, sequence_length,
+                    stored)
 from .safe import is_tensor, safe_getattr, short_dtype, tensor_brief, type_name
 from .stats import TensorStats, tensor_stats
 
@@ -294,11 +296,11 @@ class _Walker:
             data = stored(obj, "data")
             return ((f"[{_key_text(k)}]", v) for k, v in dict.items(data)), len(data)
         if issubclass(cls, Mapping):
-            if not explicit:  # its items() is its own code (a lazy dataset dict): only on request
+            if not explicit and not library_defines(obj, "items", "__iter__", "__getitem__", "__len__"):
+                # a user's Mapping: its items() is its own code (a lazy dataset dict), read only on request
                 self.out.notes.append(f"{path}: a {type_name(obj)} (Mapping) is not entered: `shapes {path}` reads it")
                 return None
-            items = list(obj.items())
-            return ((f"[{_key_text(k)}]", v) for k, v in items), len(items)
+            return ((f"[{_key_text(k)}]", v) for k, v in obj.items()), len(obj)
         values, length = sequence_iter(obj), sequence_length(obj)
         if values is None and issubclass(cls, collections.deque):
             values, length = collections.deque.__iter__(obj), collections.deque.__len__(obj)

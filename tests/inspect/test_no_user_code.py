@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 import time
+from collections import ChainMap
+from collections.abc import Mapping
 from unittest import mock
 
 import torch
@@ -88,6 +90,23 @@ class Proxy:
         return getattr(object.__getattribute__(self, "_target"), name)
 
 
+class LazyShards(Mapping):
+    """A user's Mapping that loads a shard (3 s) for every key it is asked for."""
+
+    def __getitem__(self, key):
+        ACCESSES.append(f"LazyShards[{key!r}]")
+        time.sleep(3)
+        return torch.zeros(2)
+
+    def __iter__(self):
+        ACCESSES.append("LazyShards.__iter__")
+        return iter(["shard-0"])
+
+    def __len__(self):
+        ACCESSES.append("LazyShards.__len__")
+        return 1
+
+
 class NoClass:
     """An object whose ``__class__`` property raises."""
 
@@ -105,7 +124,8 @@ def real_cache():
 
 
 def hostile_script_frame(timings):
-    recorder, lazy, mocked, no_class = Recorder(), LazyDataset(), mock.MagicMock(), NoClass()
+    recorder, lazy, mocked, no_class, shards = Recorder(), LazyDataset(), mock.MagicMock(), NoClass(), LazyShards()
+    env = ChainMap({"a": torch.ones(3)})  # a standard-library Mapping: read as usual
     model = tiny_llama()
     proxy = Proxy(model)
     kv_state = real_cache()  # found by scanning every local, after each hostile one was looked at
@@ -114,7 +134,7 @@ def hostile_script_frame(timings):
     start = time.perf_counter()
     breakpoint()
     timings.append(time.perf_counter() - start)
-    return x, kv_state, recorder, lazy, mocked, proxy, no_class
+    return x, kv_state, recorder, lazy, mocked, proxy, no_class, shards, env
 
 
 def test_a_stop_asks_the_locals_nothing_and_takes_no_time():
@@ -138,6 +158,8 @@ def test_shapes_kv_sm_ask_the_locals_nothing_and_still_show_the_real_ones():
     assert row(shapes, "x")[1:3] == ["(2, 3)", "f32"]
     assert row(shapes, "kv_state.layers[1].values")[1] == "(1, 2, 5, 16)"
     assert row(shapes, "model")[1] == "LlamaForCausalLM"
+    assert row(shapes, "env['a']")[1] == "(3,)"
+    assert "shards: a LazyShards (Mapping) is not entered: `shapes shards` reads it" in shapes
     assert kv.startswith("kv_state: DynamicCache  2 layers  seq 5 (filled)")
     assert "hostile_script_frame()" in sm
     assert "internal error" not in "".join(out)
