@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from ..units import format_shape
 from .frames import frame_locals
+from .kinds import is_a, sequence_items
 from .safe import is_tensor, short_dtype
 
 __all__ = ["TensorArg", "is_plumbing", "tensor_arg", "short_dtype"]
@@ -92,14 +93,14 @@ def tensor_arg(frame) -> TensorArg | None:
         value = local_map.get(name)
         if is_tensor(value):
             return _tensor_record(name, value)
-        if isinstance(value, (tuple, list)):
-            for i, item in enumerate(value[:8]):
+        if is_a(value, tuple, list):  # by type: isinstance would ask a hostile argument's __class__
+            for i, item in enumerate(sequence_items(value)[:8]):
                 if is_tensor(item):
                     return _tensor_record(f"{name}[{i}]", item)
-        elif isinstance(value, dict):
-            for key, item in list(value.items())[:16]:
+        elif is_a(value, dict):
+            for key, item in list(dict.items(value))[:16]:
                 if is_tensor(item):
-                    return _tensor_record(f"{name}[{key!r}]", item)
+                    return _tensor_record(f"{name}[{key!r}]" if type(key) in (str, int) else f"{name}[…]", item)
     return None
 
 

@@ -16,6 +16,7 @@ from collections import ChainMap
 from collections.abc import Mapping
 from unittest import mock
 
+import pytest
 import torch
 from torch import nn
 from transformers import DynamicCache
@@ -23,11 +24,21 @@ from transformers import DynamicCache
 from tiny_models import tiny_llama
 from transcript import debug_transcript
 
+from llmpdb.session import SESSION
+
 PROMPT = "(llmpdb) "
 ACCESSES: list[str] = []
 LOOKED_FOR = ("layers", "config", "self_attention_cache", "cross_attention_cache", "key_cache", "value_cache",
               "conv_states", "ssm_states", "keys", "values", "cache", "past_key_values", "data", "module",
               "get_seq_length", "named_modules", "forward", "training", "shape", "dtype", "layer_idx")
+
+
+@pytest.fixture(autouse=True)
+def fresh_session():
+    SESSION.reset()
+    ACCESSES.clear()
+    yield
+    SESSION.reset()
 
 
 def answers(transcript: str) -> list[str]:
@@ -248,3 +259,35 @@ def test_a_local_that_raises_when_looked_at_is_skipped_with_a_note():
     assert kv.splitlines()[1].startswith("kv_state: DynamicCache  2 layers  seq 5 (filled)")
     assert row(shapes, "ids")[1] == "(1, 5)" and row(shapes, "kv_state.layers[0].keys")[1] == "(1, 2, 5, 16)"
     assert "exploding[0][0]: not searched (RuntimeError: boom)" in shapes
+
+
+class TakesAnything(nn.Module):
+    """A module whose first argument is whatever the caller passes (here: an object whose __class__ raises)."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, extra, x):
+        breakpoint()
+        return self.proj(x)
+
+
+def run_takes_anything():
+    return TakesAnything()(NoClass(), torch.zeros(1, 4))
+
+
+def test_hostile_forward_argument():
+    """An argument whose __class__ raises blanks neither the path line nor sm, root-model, bm, wf, shapes."""
+    transcript = debug_transcript(run_takes_anything, [
+        "c", "sm", "root-model", "bm proj", "wf", "shapes", "clear-module all", "c"])
+    assert "failed" not in transcript and "internal error" not in transcript, transcript
+    assert ACCESSES == []
+    assert "path: train, grad | (root) (TakesAnything)" in transcript
+    sm, root, bm, wf, shapes = answers(transcript)[1:6]
+    current = next(line for line in sm.splitlines() if line.startswith(">#"))
+    assert "TakesAnything" in current and current.endswith("x (1, 4) f32")  # the first tensor argument
+    assert root.startswith("root-model: TakesAnything")
+    assert bm == "module breakpoint 1: proj -> proj"
+    assert wf.startswith("TakesAnything.forward")
+    assert row(shapes, "x")[1] == "(1, 4)"
