@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 from ..units import format_shape
 from .frames import frame_locals
-from .kinds import is_a, sequence_items
 from .safe import is_tensor, short_dtype
 
 __all__ = ["TensorArg", "is_plumbing", "tensor_arg", "short_dtype"]
@@ -93,11 +92,13 @@ def tensor_arg(frame) -> TensorArg | None:
         value = local_map.get(name)
         if is_tensor(value):
             return _tensor_record(name, value)
-        if is_a(value, tuple, list):  # by type: isinstance would ask a hostile argument's __class__
-            for i, item in enumerate(sequence_items(value)[:8]):
+        kind = type(value)  # by type: isinstance would ask a hostile argument's __class__
+        if issubclass(kind, (tuple, list)):
+            items = (tuple.__iter__ if issubclass(kind, tuple) else list.__iter__)(value)  # read in C
+            for i, item in zip(range(8), items):
                 if is_tensor(item):
                     return _tensor_record(f"{name}[{i}]", item)
-        elif is_a(value, dict):
+        elif issubclass(kind, dict):
             for key, item in list(dict.items(value))[:16]:
                 if is_tensor(item):
                     return _tensor_record(f"{name}[{key!r}]" if type(key) in (str, int) else f"{name}[…]", item)
