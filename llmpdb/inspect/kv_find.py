@@ -108,9 +108,8 @@ def unwrap_cache(obj: Any) -> tuple[str, Any] | None:
         if looks_like_cache(value):
             return f".{attr}", value
     if is_a(obj, dict):
-        keys = set(dict.keys(obj))  # plain dict keys: ModelOutput's `in`/`get` translate and warn
-        for key in _CACHE_ATTRS:
-            value = dict.get(obj, key) if key in keys else None
+        for key in _CACHE_ATTRS:  # dict's own get: ModelOutput's `in`/`get` translate and warn
+            value = dict.get(obj, key)
             if looks_like_cache(value):
                 return f"[{key!r}]", value
     return None

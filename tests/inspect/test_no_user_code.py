@@ -118,6 +118,18 @@ class LazyShards(Mapping):
         return 1
 
 
+class Hashy:
+    """A dict key whose __hash__ and __eq__ record (a debugger that hashes the keys shows up here)."""
+
+    def __hash__(self):
+        ACCESSES.append("Hashy.__hash__")
+        return 1
+
+    def __eq__(self, other):
+        ACCESSES.append("Hashy.__eq__")
+        return self is other
+
+
 class NoClass:
     """An object whose ``__class__`` property raises."""
 
@@ -137,6 +149,7 @@ def real_cache():
 def hostile_script_frame(timings):
     recorder, lazy, mocked, no_class, shards = Recorder(), LazyDataset(), mock.MagicMock(), NoClass(), LazyShards()
     env = ChainMap({"a": torch.ones(3)})  # a standard-library Mapping: read as usual
+    model_kwargs = {Hashy(): torch.ones(1)}  # kv looks into model_kwargs; shapes walks it
     model = tiny_llama()
     proxy = Proxy(model)
     kv_state = real_cache()  # found by scanning every local, after each hostile one was looked at
@@ -145,7 +158,7 @@ def hostile_script_frame(timings):
     start = time.perf_counter()
     breakpoint()
     timings.append(time.perf_counter() - start)
-    return x, kv_state, recorder, lazy, mocked, proxy, no_class, shards, env
+    return x, kv_state, recorder, lazy, mocked, proxy, no_class, shards, env, model_kwargs
 
 
 def test_a_stop_asks_the_locals_nothing_and_takes_no_time():
@@ -169,7 +182,7 @@ def test_shapes_kv_sm_ask_the_locals_nothing_and_still_show_the_real_ones():
     assert row(shapes, "x")[1:3] == ["(2, 3)", "f32"]
     assert row(shapes, "kv_state.layers[1].values")[1] == "(1, 2, 5, 16)"
     assert row(shapes, "model")[1] == "LlamaForCausalLM"
-    assert row(shapes, "env['a']")[1] == "(3,)"
+    assert row(shapes, "env['a']")[1] == "(3,)" and row(shapes, "model_kwargs[<Hashy>]")[1] == "(1,)"
     assert "shards: a LazyShards (Mapping) is not entered: `shapes shards` reads it" in shapes
     assert kv.startswith("kv_state: DynamicCache  2 layers  seq 5 (filled)")
     assert "hostile_script_frame()" in sm
