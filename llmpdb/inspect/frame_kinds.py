@@ -104,14 +104,16 @@ def tensor_arg(frame) -> TensorArg | None:
         value = local_map.get(name)
         if is_tensor(value):
             return _tensor_record(name, value)
-        if isinstance(value, (tuple, list)):
-            for i, item in enumerate(value[:8]):
+        kind = type(value)  # by type: isinstance would ask a hostile argument's __class__
+        if issubclass(kind, (tuple, list)):
+            items = (tuple.__iter__ if issubclass(kind, tuple) else list.__iter__)(value)  # read in C
+            for i, item in zip(range(8), items):
                 if is_tensor(item):
                     return _tensor_record(f"{name}[{i}]", item)
-        elif isinstance(value, dict):
-            for key, item in list(value.items())[:16]:
+        elif issubclass(kind, dict):
+            for key, item in list(dict.items(value))[:16]:
                 if is_tensor(item):
-                    return _tensor_record(f"{name}[{key!r}]", item)
+                    return _tensor_record(f"{name}[{key!r}]" if type(key) in (str, int) else f"{name}[…]", item)
     return None
 
 
