@@ -37,8 +37,8 @@ from typing import Any
 from .config import describe_config, locate_config, looks_like_config, text_config
 from .dims_roles import module_sizes, names_by_role, role_of
 from .frames import frame_locals, frame_self
-from .kinds import is_module, static_attr
-from .safe import is_tensor, safe_getattr
+from .kinds import is_module, library_attr, static_attr, stored
+from .safe import is_tensor
 
 __all__ = ["DimNamer", "config_sizes", "frame_batch_seq"]
 
@@ -62,7 +62,7 @@ _MAX_OUTER = 40                    # enclosing frames searched for a config and 
 
 def _first_int(config: Any, names: Sequence[str]) -> int | None:
     for name in names:
-        value = safe_getattr(config, name)
+        value = library_attr(config, name, None)  # as stored, or a transformers property: no user code
         if type(value) is int and value > 0:
             return value
     return None
@@ -76,7 +76,7 @@ def config_sizes(config: Any) -> dict[str, int]:
     if sizes["head_dim"] is None and hidden and heads and hidden % heads == 0:
         sizes["head_dim"] = hidden // heads
     if sizes["intermediate"] is None and hidden and sizes["hidden"] == _first_int(config, ("n_embd",)):
-        if safe_getattr(config, "n_inner", 0) is None:  # GPT-2: n_inner=None means 4 * n_embd
+        if library_attr(config, "n_inner", 0) is None:  # GPT-2: n_inner=None means 4 * n_embd
             sizes["intermediate"] = 4 * hidden
     if sizes["kv_heads"] is not None and sizes["kv_heads"] == heads:
         sizes["kv_heads"] = None
@@ -103,7 +103,7 @@ def _dict_entries(locals: Mapping[str, Any], key: str) -> list[tuple[str, Any]]:
     for name, value in list(locals.items()):
         data = value if issubclass(type(value), dict) else None
         if data is None and issubclass(type(value), Mapping):
-            data = safe_getattr(value, "data")  # UserDict / BatchEncoding
+            data = stored(value, "data", None)  # UserDict / BatchEncoding keep theirs in .data
         if issubclass(type(data), dict) and dict.get(data, key) is not None:
             found.append((f"{name}[{key!r}]", dict.get(data, key)))
     return found
