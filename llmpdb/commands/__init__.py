@@ -22,5 +22,6 @@ from .kv import KvCommands  # noqa: E402
 from .navigation import NavigationCommands  # noqa: E402
 from .shapes import ShapesCommands  # noqa: E402
 from .statediff import StatediffCommands  # noqa: E402
+from .trace import TraceCommands  # noqa: E402
 
-COMMAND_MIXINS.extend([NavigationCommands, ShapesCommands, StatediffCommands, KvCommands])
+COMMAND_MIXINS.extend([NavigationCommands, ShapesCommands, StatediffCommands, KvCommands, TraceCommands])
