@@ -19,6 +19,7 @@ def compiled_code_note(frame, debugger) -> str | None:
 
 
 from .kv import KvCommands  # noqa: E402
+from .nan_break import NanBreakCommands  # noqa: E402
 from .navigation import NavigationCommands  # noqa: E402
 from .shapes import ShapesCommands  # noqa: E402
 from .statediff import StatediffCommands  # noqa: E402
@@ -26,4 +27,4 @@ from .trace import TraceCommands  # noqa: E402
 from .watching import WatchCommands  # noqa: E402
 
 COMMAND_MIXINS.extend([NavigationCommands, ShapesCommands, StatediffCommands, KvCommands, TraceCommands,
-                       WatchCommands])
+                       WatchCommands, NanBreakCommands])

@@ -23,7 +23,8 @@ from ..units import format_shape
 from .kinds import static_attr
 from .safe import is_tensor, safe_getattr, short_dtype
 
-__all__ = ["tensor_summary", "value_summary", "shape_items", "tensor_shape", "first_dtype", "tensor_leaves"]
+__all__ = ["tensor_summary", "value_summary", "shape_items", "tensor_shape", "first_dtype", "tensor_leaves",
+           "named_tensor_leaves"]
 
 _SCALARS = (int, float, bool, complex, type(None))
 
@@ -114,6 +115,20 @@ def tensor_leaves(value: Any, *, depth: int = 3) -> list[Any]:
     found: list[Any] = []
     for _, child in children:
         found.extend(tensor_leaves(child, depth=depth - 1))
+    return found
+
+
+def named_tensor_leaves(value: Any, base: str = "output", *, depth: int = 3) -> list[tuple[str, Any]]:
+    """Usage: ``named_tensor_leaves(out)`` -> ``[("output[0]", t), ("output.logits", l)]``; tensors by path."""
+    if is_tensor(value):
+        return [(base, value)]
+    children = _items(value) if depth > 0 else None
+    if not children:
+        return []
+    found: list[tuple[str, Any]] = []
+    for i, (key, child) in enumerate(children):
+        found.extend(named_tensor_leaves(child, f"{base}.{key}" if key is not None else f"{base}[{i}]",
+                                         depth=depth - 1))
     return found
 
 
