@@ -18,6 +18,7 @@ def compiled_code_note(frame, debugger) -> str | None:
     return compiled_note(frame)
 
 
+from .grads import GradsCommands  # noqa: E402
 from .kv import KvCommands  # noqa: E402
 from .nan_break import NanBreakCommands  # noqa: E402
 from .navigation import NavigationCommands  # noqa: E402
@@ -27,4 +28,4 @@ from .trace import TraceCommands  # noqa: E402
 from .watching import WatchCommands  # noqa: E402
 
 COMMAND_MIXINS.extend([NavigationCommands, ShapesCommands, StatediffCommands, KvCommands, TraceCommands,
-                       WatchCommands, NanBreakCommands])
+                       WatchCommands, NanBreakCommands, GradsCommands])
