@@ -24,8 +24,10 @@ from .nan_break import NanBreakCommands  # noqa: E402
 from .navigation import NavigationCommands  # noqa: E402
 from .shapes import ShapesCommands  # noqa: E402
 from .statediff import StatediffCommands  # noqa: E402
+from .tokens import TokensCommands  # noqa: E402
 from .trace import TraceCommands  # noqa: E402
 from .watching import WatchCommands  # noqa: E402
 
 COMMAND_MIXINS.extend([NavigationCommands, ShapesCommands, StatediffCommands, KvCommands, TraceCommands,
-                       WatchCommands, NanBreakCommands, GradsCommands])
+                       WatchCommands, NanBreakCommands, GradsCommands,
+                       TokensCommands])
