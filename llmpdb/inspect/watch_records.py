@@ -41,6 +41,12 @@ class Run:
     last: int
     sample: Sample
     where: str = ""
+    last_where: str = ""
+
+    @property
+    def places(self) -> str:
+        """``main:35``, or ``main:35 … main:39`` when the run's stops were at different places."""
+        return self.where if self.last_where in ("", self.where) else f"{self.where} … {self.last_where}"
 
 
 @dataclass
@@ -58,7 +64,7 @@ class Watch:
         if last is not None and last.last == stop:  # the same stop seen again (`watch` typed after the note)
             return None
         if last is not None and last.sample == sample:
-            last.last = stop
+            last.last, last.last_where = stop, where
             return None
         self.runs.append(Run(stop, stop, sample, where))
         del self.runs[:-RUN_LIMIT]

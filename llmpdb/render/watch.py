@@ -43,7 +43,7 @@ def render_watches(watches: Sequence[Watch], *, width: int = 100, style: Style |
         for i, run in enumerate(watch.runs):
             mark = f"← {changed_fields(watch.runs[i - 1].sample, run.sample)}" if i else ""
             value = style.warn(run.sample.text) if run.sample.error else run.sample.text
-            rows.append([_stops(run), run.where, value, style.warn(mark) if mark else ""])
+            rows.append([_stops(run), run.places, value, style.warn(mark) if mark else ""])
         table = render_table(["stop", "at", "value", "changed"], rows, width=width - 2, shrink=(1, 2, 3), min_width=12,
                              style=style)
         blocks.append(head + "\n" + "\n".join("  " + line for line in table.splitlines()))

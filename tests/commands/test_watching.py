@@ -65,7 +65,7 @@ def test_watch_nested_tensors_unchanged_across_stops_is_one_run():
     assert chunks[0].startswith("watch 1: pair = ((1, 7) i64, (1, 7) f32) (recorded")
     assert "watch 1" not in chunks[1]  # no change: the stop says nothing
     assert chunks[2].splitlines()[0] == "watch 1: pair  (0 changes)"
-    assert chunks[2].splitlines()[2].split()[:2] == ["2-3", "run_model:42"]
+    assert chunks[2].splitlines()[2].split()[:4] == ["2-3", "run_model:42", "…", "run_model:44"]
 
 
 def test_watch_survives_what_the_expression_raises_and_changes_no_state():
