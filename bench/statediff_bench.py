@@ -4,6 +4,7 @@ Usage::
 
     python bench/statediff_bench.py            # writes ~2.2 GB twice to a temp dir, measures, deletes it
     python bench/statediff_bench.py --dir /big/disk
+    python bench/statediff_bench.py --bomb-only --bomb-mib 4096   # the zip-bomb rows alone
 
 The model is a TinyLlama-1.1B-shaped ``LlamaForCausalLM`` built on the meta device (no weights). The same
 zero bf16 weights are written as sharded safetensors (with ``model.safetensors.index.json``) and as sharded
@@ -14,6 +15,11 @@ the call) minus the RSS just before the call: what the call added. The checkpoin
 subprocess, so that no measured process inherits the writer's peak. ``load_file`` maps the files lazily;
 ``load_file + read`` also reads every tensor once (what loading into a model costs).
 Targets for statediff: under 0.5 s and 150 MB, whatever the size of the weights.
+
+The zip-bomb rows: a ``.pt`` whose ``archive/data.pkl`` deflates from zeros (``--bomb-mib``, 1 GiB by
+default; a few MB on disk). ``read_checkpoint`` refuses it from the zip's central directory; the
+alternative, ``torch.load(weights_only=True)``, inflates all of it before it fails. Target for the
+refusal: under 64 MB added, whatever the bomb's size.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ CONFIG = dict(vocab_size=32000, hidden_size=2048, intermediate_size=5632, num_hi
               num_attention_heads=32, num_key_value_heads=4, tie_word_embeddings=False)
 SHARD_BYTES = 500 * 2**20
 TIME_TARGET, RSS_TARGET = 0.5, 150.0
+BOMB_RSS_TARGET = 64.0
 
 CHILD = r"""
 import json, os, resource, sys, time
@@ -41,10 +48,13 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from llmpdb.inspect.statediff import statediff
 import safetensors.torch
 
+from llmpdb.inspect.checkpoint import CheckpointError, read_checkpoint
+
 kind, folder = sys.argv[1], sys.argv[2]
-with torch.device("meta"):
-    model = LlamaForCausalLM(LlamaConfig(**json.loads(sys.argv[3]))).to(torch.bfloat16)
-files = sorted(os.path.join(folder, f) for f in os.listdir(folder) if not f.endswith(".json"))
+if not kind.endswith("bomb"):
+    with torch.device("meta"):
+        model = LlamaForCausalLM(LlamaConfig(**json.loads(sys.argv[3]))).to(torch.bfloat16)
+    files = sorted(os.path.join(folder, f) for f in os.listdir(folder) if not f.endswith(".json"))
 
 def rss_mb():
     with open("/proc/self/status") as fh:
@@ -57,7 +67,20 @@ except OSError:
     pass
 before = rss_mb()
 start = time.perf_counter()
-if kind == "statediff":
+if kind == "read_checkpoint_bomb":
+    try:
+        read_checkpoint(folder)
+        raise SystemExit("the zip bomb was read")
+    except CheckpointError as exc:
+        assert "zip bomb" in str(exc), exc
+    count = 0
+elif kind == "torch_load_bomb":
+    try:
+        torch.load(folder, weights_only=True)
+    except Exception:  # it fails, after inflating data.pkl
+        pass
+    count = 0
+elif kind == "statediff":
     diff = statediff(model, folder)
     assert diff.ok and diff.matched == diff.model_count, diff
     count = diff.matched
@@ -117,6 +140,38 @@ def write_checkpoints(folder: str) -> tuple[str, str, int]:
     return st_dir, bin_dir, total
 
 
+def write_bomb(path: str, mib: int) -> int:
+    """A zip whose ``archive/data.pkl`` is ``mib`` MiB of deflated zeros; returns its size on disk."""
+    import zipfile
+
+    chunk = bytes(2**20)
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        with zf.open("archive/data.pkl", "w", force_zip64=True) as member:
+            for _ in range(mib):
+                member.write(chunk)
+        zf.writestr("archive/version", "3\n")
+    return os.path.getsize(path)
+
+
+def bomb_rows(folder: str, mib: int) -> bool:
+    """Measure refusing the zip bomb against torch.load; print the rows; True when the target is met."""
+    bomb = os.path.join(folder, "bomb.pt")
+    size = write_bomb(bomb, mib)
+    print(f"zip bomb: {mib} MiB of data.pkl in {size / 2**20:.1f} MiB on disk")
+    runs = [("read_checkpoint (refuses the bomb)", measure("read_checkpoint_bomb", bomb)),
+            ("torch.load(weights_only=True) bomb", measure("torch_load_bomb", bomb))]
+    print(f"{'':38}{'seconds':>10}{'added MB':>11}{'peak MB':>10}")
+    for label, r in runs:
+        print(f"{label:38}{r['seconds']:10.3f}{r['added_mb']:11.1f}{r['peak_mb']:10.1f}")
+    ours, theirs = runs[0][1], runs[1][1]
+    print(f"on the bomb torch.load adds {theirs['added_mb']:.0f} MB and takes {theirs['seconds']:.1f} s; "
+          f"read_checkpoint adds {ours['added_mb']:.1f} MB and takes {ours['seconds'] * 1000:.1f} ms")
+    verdict = ours["added_mb"] < BOMB_RSS_TARGET
+    print(f"refusing the bomb: +{ours['added_mb']:.1f} MB (target < {BOMB_RSS_TARGET:.0f}): "
+          f"{'OK' if verdict else 'MISSED'}")
+    return verdict
+
+
 def measure(kind: str, folder: str) -> dict:
     """Run one measurement in a fresh interpreter; returns seconds, added_mb, peak_mb, tensors."""
     env = {**os.environ, "TRANSFORMERS_VERBOSITY": "error"}
@@ -130,6 +185,8 @@ def measure(kind: str, folder: str) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dir", default=None, help="where to write the temporary checkpoints")
+    parser.add_argument("--bomb-mib", type=int, default=1024, help="data.pkl size of the zip bomb (MiB)")
+    parser.add_argument("--bomb-only", action="store_true", help="only the zip-bomb rows (no 2 GB write)")
     parser.add_argument("--write-into", default=None, help=argparse.SUPPRESS)  # the writer subprocess
     args = parser.parse_args()
     if args.write_into:
@@ -137,6 +194,9 @@ def main() -> int:
         return 0
     folder = tempfile.mkdtemp(prefix="llmpdb-statediff-bench-", dir=args.dir)
     try:
+        bomb_ok = bomb_rows(folder, args.bomb_mib)
+        if args.bomb_only:
+            return 0 if bomb_ok else 1
         started = time.perf_counter()
         out = subprocess.run([sys.executable, __file__, "--write-into", folder], capture_output=True, text=True,
                              check=False)
@@ -166,7 +226,7 @@ def main() -> int:
             ok &= verdict
             print(f"{label}: {r['seconds']:.3f} s (target < {TIME_TARGET}), +{r['added_mb']:.1f} MB "
                   f"(target < {RSS_TARGET:.0f}): {'OK' if verdict else 'MISSED'}")
-        return 0 if ok else 1
+        return 0 if ok and bomb_ok else 1
     finally:
         shutil.rmtree(folder, ignore_errors=True)
         print(f"deleted {folder}")

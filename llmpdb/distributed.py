@@ -34,6 +34,7 @@ QUIT_STATUS = 3  # the exit status of every rank after `quit` on the prompting r
 _JOB: RankJob | None = None
 _NO_STORE: str | None = None  # why no store could be reached (said once)
 _GAVE_UP = False  # no store will ever be reachable: stop trying
+_PROMPTING: list = []  # the debugger whose prompt is open: a recursive one (`debug CODE`) leaves the job alone
 
 
 def _initialised_dist():
@@ -156,7 +157,7 @@ class DistributedMixin(RankCommands):
 
     def interaction(self, frame, tb, *args, **kwargs):
         job = self._rank_job()
-        if job is None:
+        if job is None or (_PROMPTING and _PROMPTING[-1] is not self):  # `debug CODE`: inside our prompt
             return super().interaction(frame, tb, *args, **kwargs)
         if self._rank_watchdog is not None:  # a step ended at a stop: it was not stuck in a collective
             self._rank_watchdog.cancel()
@@ -173,10 +174,12 @@ class DistributedMixin(RankCommands):
             return super().interaction(frame, tb, *args, **kwargs)
         again = True
         while again:  # again: the terminal came back to this rank at the same stop (after `rank K`)
+            _PROMPTING.append(self)
             try:
                 with prompt_terminal(self):  # torchrun may hide this rank's output: use the terminal
                     result = super().interaction(frame, tb, *args, **kwargs)
             finally:
+                _PROMPTING.pop()
                 again = self._rank_after_prompt_safely(job)
         return result
 

@@ -152,3 +152,12 @@ def test_a_store_that_fails_mid_job_never_raises_into_the_program(monkeypatch):
     out = debug_transcript(loop, ["c", "p i", "c"], 1)
     assert "llmpdb r0: the job's store failed (DistNetworkError: " in out, out
     assert "(llmpdb r0) 0\n" in out
+
+
+@pytest.mark.timeout(20)
+def test_debug_code_inside_a_job_prompt_keeps_the_terminal(as_rank):
+    job, _ = as_rank(0)
+    out = debug_transcript(loop, ["debug len([1])", "c", "ranks", "c", "c"], 1)
+    after_debug = out.split("((llmpdb r0)) ")[-1]
+    assert "r0*  prompt at " in after_debug, out  # the recursive debugger's `c` did not release the job
+    assert job.terminal_owner() is None and job.record(0).state == "running"

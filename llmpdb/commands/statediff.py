@@ -16,22 +16,50 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..inspect.checkpoint import CheckpointError
-from ..inspect.modules import is_module, models_in
-from ..inspect.snapshot import Snapshot, SnapshotError, compare_snapshots, diff_with_model, take_snapshot
+from ..inspect.kinds import is_module
+from ..inspect.modules import models_in
+from ..inspect.snapshot import (
+    Snapshot,
+    SnapshotError,
+    compare_snapshots,
+    diff_with_model,
+    take_snapshot,
+    trim_snapshots,
+)
 from ..inspect.statediff import statediff
 from ..render.statediff import render_snapdiff, render_snapshot, render_snapshot_list, render_statediff
 from ..session import SESSION
+from ..units import human_bytes, plural
 from ._command import CommandError, command, parse_args
 
-__all__ = ["StatediffCommands", "snapshots"]
+__all__ = ["StatediffCommands", "snapshots", "snapshot_limits"]
 
 _FLAGS = {"--all", "--unsafe-trusted", "--exact", "--list", "--drop"}
 _NAME = re.compile(r"[A-Za-z_][\w-]*$")
+LIMIT_ENV, MIB_ENV = "LLMPDB_SNAPSHOT_LIMIT", "LLMPDB_SNAPSHOT_MIB"
+DEFAULT_LIMIT, DEFAULT_MIB = 16, 4096
 
 
 def snapshots() -> dict[str, Snapshot]:
     """The snapshots of this process, oldest first (``SESSION.memory("statediff-snapshots", dict)``)."""
     return SESSION.memory("statediff-snapshots", dict)
+
+
+def _env_number(name: str, default: int, notes: list[str]) -> int:
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    notes.append(f"{name}={text!r} is not a positive whole number; using {default}")
+    return default
+
+
+def snapshot_limits() -> tuple[int, int, list[str]]:
+    """Usage: ``count, max_bytes, notes = snapshot_limits()``; from LLMPDB_SNAPSHOT_LIMIT / LLMPDB_SNAPSHOT_MIB."""
+    notes: list[str] = []
+    count = _env_number(LIMIT_ENV, DEFAULT_LIMIT, notes)
+    return count, _env_number(MIB_ENV, DEFAULT_MIB, notes) * 2**20, notes
 
 
 def _parse(arg: str) -> tuple[list[str], set[str]]:
@@ -69,11 +97,14 @@ class StatediffCommands:
                                       NAME defaults to stopN. With one argument: a local that is a module
                                       is MODEL, anything else is NAME. --exact keeps copies on the device
                                       (refused when memory is short): exact changes instead of estimates.
-        statediff [NAME]              what changed since snapshot NAME (default: the last one) in the same
-                                      model: relative L2 change, unchanged tensors and why (frozen, grad
-                                      None, zero step), tensors that became NaN/Inf, grads.
+                                      At most 16 snapshots (LLMPDB_SNAPSHOT_LIMIT) keeping 4096 MiB
+                                      (LLMPDB_SNAPSHOT_MIB) are kept: the oldest are dropped, named.
+        statediff [NAME]              what changed since snapshot NAME (default: the last one) in the very
+                                      object snapped (never re-evaluated): relative L2 change, unchanged
+                                      tensors and why (frozen, grad None, zero step), tensors that became
+                                      NaN/Inf, grads.
         statediff NAME1 NAME2         compare two snapshots.
-        statediff --list | --drop NAME   list snapshots / forget one (frees --exact copies).
+        statediff --list | --drop NAME...   list snapshots / forget some (frees --exact copies).
         --all lists every tensor instead of folding modules and layers.
         """
         positional, flags = _parse(arg)
@@ -84,10 +115,16 @@ class StatediffCommands:
             self.message(render_snapshot_list(list(store.values())))
             return
         if "--drop" in flags:
-            if len(positional) != 1 or positional[0] not in store:
-                raise CommandError(f"--drop needs one snapshot name (snapshots: {', '.join(store) or 'none'})")
-            del store[positional[0]]
-            self.message(f"dropped snapshot {positional[0]}")
+            existing = f"snapshots: {', '.join(store) or 'none'}"
+            if not positional:
+                raise CommandError(f"--drop needs a snapshot name ({existing})")
+            unknown = [name for name in positional if name not in store]
+            if unknown:
+                raise CommandError(f"no snapshot named {', '.join(unknown)} ({existing}); nothing dropped")
+            names = list(dict.fromkeys(positional))
+            for name in names:
+                del store[name]
+            self.message(f"dropped {'snapshot' if len(names) == 1 else 'snapshots'} {', '.join(names)}")
             return
         if positional and positional[0] == "snap":
             self._statediff_snap(positional[1:], "--exact" in flags)
@@ -107,6 +144,10 @@ class StatediffCommands:
             diff = compare_snapshots(store[positional[0]], store[positional[1]])
             self.message(render_snapdiff(diff, width=width, full=full, style=style))
             return
+        if len(positional) == 2 and (positional[0] in store) != (positional[1] in store):
+            other = positional[1] if positional[0] in store else positional[0]
+            if self._statediff_unbound(other):
+                raise CommandError(f"no snapshot named {other} (snapshots: {', '.join(store)})")
         if len(positional) != 2:
             raise CommandError("usage: statediff MODEL CHECKPOINT | snap [NAME] [MODEL] | [NAME] (see help statediff)")
         model = self.eval_in_frame(positional[0])
@@ -128,9 +169,9 @@ class StatediffCommands:
             value = self.eval_in_frame(token)
         except CommandError as exc:
             raise CommandError(f"{text}: no such file or folder, and not an expression ({exc})") from None
-        if isinstance(value, (str, os.PathLike)):
+        if issubclass(type(value), (str, os.PathLike)):  # by type: isinstance reads a hostile __class__
             return os.fspath(value), os.fspath(value)
-        if is_module(value) or isinstance(value, Mapping):
+        if is_module(value) or issubclass(type(value), Mapping):
             return value, token
         raise CommandError(f"{token} is a {type(value).__name__}: expected a path, a module or a state dict")
 
@@ -178,9 +219,27 @@ class StatediffCommands:
             snap = take_snapshot(model, name=name, exact=exact, stop=SESSION.stop, expr=expr)
         except SnapshotError as exc:
             raise CommandError(str(exc)) from None
+        except Exception as exc:  # the model's own code (an overridden named_parameters) raised
+            raise CommandError(f"{expr}: reading its tensors raised {type(exc).__name__}: {exc}") from None
         store.pop(name, None)
         store[name] = snap
         self.message(render_snapshot(snap))
+        limit, max_bytes, notes = snapshot_limits()
+        for note in notes:
+            self.message(f"note: {note}")
+        dropped = trim_snapshots(store, limit=limit, max_bytes=max_bytes)
+        if dropped:
+            kept = f"{len(store)} kept, at most {limit} ({LIMIT_ENV}) and {human_bytes(max_bytes)} ({MIB_ENV})"
+            self.message(f"dropped the oldest {plural(len(dropped), 'snapshot')}: "
+                         f"{', '.join(s.name for s in dropped)} ({kept})")
+
+    def _statediff_unbound(self, token: str) -> bool:
+        """A bare name that is no local, global or builtin, nor a path: meant as a snapshot's name."""
+        import builtins
+
+        return bool(_NAME.match(token)) and not any(
+            token in space for space in (self.frame_locals(), self.frame_globals(), vars(builtins))
+        ) and not os.path.exists(os.path.expanduser(token))
 
     def _statediff_snapshot(self, name: str | None) -> Snapshot:
         store = snapshots()
@@ -196,14 +255,9 @@ class StatediffCommands:
         return store[name]
 
     def _statediff_model_of(self, snap: Snapshot) -> Any:
+        """The very object snapped (a weak reference): an expression is never evaluated again."""
         model = snap.model()
         if model is not None:
             return model
-        if snap.expr:
-            try:
-                model = self.eval_in_frame(snap.expr)
-            except CommandError:
-                model = None
-            if is_module(model):
-                return model
-        raise CommandError(f"the model of snapshot {snap.name} ({snap.expr}) is gone and not found here")
+        raise CommandError(f"the {snap.label} snapped as {snap.name} ({snap.expr}) no longer exists; statediff "
+                           f"compares the object snapped and does not evaluate `{snap.expr}` again")

@@ -17,17 +17,33 @@ Usage::
   plain tensors is refused with one line that says how to allow a trusted file; nothing in it executes
   unless ``unsafe_trusted=True``.
 
+Before anything is read, ``checkpoint_guard`` refuses what must not be read: a FIFO or device (never
+opened), a zip bomb, a pickle that imports code (named, found by walking its opcodes), a shard outside the
+checkpoint's folder, a safetensors header with impossible shapes, offsets or dtypes.
+
 Every failure is a ``CheckpointError`` with a one-line message.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import struct
 from dataclasses import dataclass, field
 from typing import Any
+
+from .checkpoint_guard import (
+    MAX_HEADER,
+    CheckpointError,
+    contained_shard,
+    load_json,
+    open_regular,
+    parse_safetensors_header,
+    refuse_pickle_code,
+    require_regular_file,
+    shown_name,
+)
+from .kinds import is_module
 
 __all__ = [
     "CheckpointError",
@@ -41,20 +57,7 @@ __all__ = [
 ]
 
 NESTED_KEYS = ("model_state_dict", "state_dict", "model", "module")
-MAX_HEADER = 100 * 1024 * 1024  # the safetensors library refuses larger headers too
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
-
-_ST_DTYPES = {
-    "BOOL": ("bool", 1), "U8": ("uint8", 1), "I8": ("int8", 1), "U16": ("uint16", 2), "I16": ("int16", 2),
-    "U32": ("uint32", 4), "I32": ("int32", 4), "U64": ("uint64", 8), "I64": ("int64", 8),
-    "F16": ("float16", 2), "BF16": ("bfloat16", 2), "F32": ("float32", 4), "F64": ("float64", 8),
-    "C64": ("complex64", 8), "F8_E4M3": ("float8_e4m3fn", 1), "F8_E4M3FNUZ": ("float8_e4m3fnuz", 1),
-    "F8_E5M2": ("float8_e5m2", 1), "F8_E5M2FNUZ": ("float8_e5m2fnuz", 1), "F8_E8M0": ("float8_e8m0fnu", 1),
-}
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be read safely: the message is one line for the user."""
 
 
 @dataclass(frozen=True)
@@ -94,8 +97,8 @@ def read_safetensors_header(path: str) -> tuple[dict[str, TensorMeta], dict[str,
     """
     name = _short(path)
     try:
-        size = os.path.getsize(path)
-        with open(path, "rb") as fh:
+        with open_regular(path, name) as fh:
+            size = os.fstat(fh.fileno()).st_size
             head = fh.read(8)
             if len(head) < 8:
                 raise CheckpointError(
@@ -112,36 +115,8 @@ def read_safetensors_header(path: str) -> tuple[dict[str, TensorMeta], dict[str,
             raw = fh.read(length)
     except OSError as exc:
         raise CheckpointError(f"{name}: cannot read: {exc.strerror or exc}") from None
-    try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"{name}: safetensors header is not valid JSON ({exc})") from None
-    if not isinstance(header, dict):
-        raise CheckpointError(f"{name}: safetensors header is a JSON {type(header).__name__}, not an object")
-    data_size = size - 8 - length
-    metadata = header.pop("__metadata__", None) or {}
-    tensors: dict[str, TensorMeta] = {}
-    for key, entry in header.items():
-        try:
-            dtype_code, shape, (begin, end) = entry["dtype"], entry["shape"], entry["data_offsets"]
-            shape = tuple(int(d) for d in shape)
-            begin, end = int(begin), int(end)
-        except (KeyError, TypeError, ValueError):
-            raise CheckpointError(f"{name}: malformed header entry for {key!r}: {str(entry)[:80]}") from None
-        dtype, itemsize = _ST_DTYPES.get(dtype_code, (str(dtype_code).lower(), 0))
-        if end > data_size:
-            raise CheckpointError(
-                f"{name}: truncated: {key!r} ends at byte {end} of the data but the file holds {data_size}"
-            )
-        numel = 1
-        for d in shape:
-            numel *= d
-        if begin > end or (itemsize and end - begin != numel * itemsize):
-            raise CheckpointError(
-                f"{name}: {key!r} spans bytes {begin}..{end} but shape {shape} of {dtype} needs {numel * itemsize}"
-            )
-        tensors[key] = TensorMeta(shape, dtype)
-    return tensors, metadata if isinstance(metadata, dict) else {}
+    tensors, metadata = parse_safetensors_header(raw, size - 8 - length, name)
+    return {key: TensorMeta(shape, dtype) for key, (dtype, shape) in tensors.items()}, metadata
 
 
 def _unsupported_global(message: str) -> str | None:
@@ -156,9 +131,9 @@ def _tensor_count(obj: Any, depth: int = 0) -> int:
     """Tensors directly in ``obj``, or in its nested weights dict when it has none of its own."""
     import torch
 
-    if not isinstance(obj, dict) or depth > 4:
+    if not issubclass(type(obj), dict) or depth > 4:
         return 0
-    direct = sum(1 for v in obj.values() if isinstance(v, torch.Tensor))
+    direct = sum(1 for v in obj.values() if issubclass(type(v), torch.Tensor))
     if direct:
         return direct
     return max((_tensor_count(obj.get(k), depth + 1) for k in NESTED_KEYS), default=0)
@@ -174,9 +149,9 @@ def find_state_dict(obj: Any, label: str) -> tuple[dict[str, Any], str | None, l
 
     path: list[str] = []
     for _ in range(4):
-        if not isinstance(obj, dict):
+        if not issubclass(type(obj), dict):  # by type, here and below: isinstance reads __class__
             break
-        tensors = {k: v for k, v in obj.items() if isinstance(k, str) and isinstance(v, torch.Tensor)}
+        tensors = {k: v for k, v in obj.items() if type(k) is str and issubclass(type(v), torch.Tensor)}
         counts = {k: _tensor_count(obj.get(k)) for k in NESTED_KEYS}
         nested = max((k for k in NESTED_KEYS if counts[k]), key=lambda k: counts[k], default=None)
         if nested is not None and counts[nested] > len(tensors):
@@ -188,7 +163,7 @@ def find_state_dict(obj: Any, label: str) -> tuple[dict[str, Any], str | None, l
             notes = [f"ignored {len(others)} non-tensor entries ({', '.join(others[:4])})"] if others else []
             return tensors, ".".join(path) or None, notes
         break
-    if isinstance(obj, dict):
+    if issubclass(type(obj), dict):
         keys = ", ".join(str(k) for k in list(obj)[:6])
         raise CheckpointError(f"{label}: no tensors found (top-level keys: {keys})")
     raise CheckpointError(f"{label}: holds a {type(obj).__name__}, not a dict of tensors")
@@ -204,6 +179,7 @@ def read_pickle_checkpoint(path: str, *, unsafe_trusted: bool = False) -> Checkp
     import torch
 
     name = _short(path)
+    refuse_pickle_code(path, unsafe_trusted=unsafe_trusted)
 
     def load(**kwargs):
         return torch.load(path, weights_only=not unsafe_trusted, **kwargs)
@@ -220,10 +196,7 @@ def read_pickle_checkpoint(path: str, *, unsafe_trusted: bool = False) -> Checkp
         glob = _unsupported_global(str(exc))
         if glob:
             raise CheckpointError(
-                f"{name}: refused: unpickling needs the global `{glob}`, which could run code; "
-                f"if you trust this file, pass --unsafe-trusted (statediff(..., unsafe_trusted=True)) "
-                f"or call torch.serialization.add_safe_globals([{glob.rsplit('.', 1)[-1]}])"
-            ) from None
+                f"{name}: refused: this pickle would run code ({glob}); `--unsafe-trusted` loads it") from None
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise CheckpointError(f"{name}: not a readable torch checkpoint ({first[:120]})") from None
     except Exception as exc:  # a corrupt file makes the unpickler fail in many ways: one line for each
@@ -231,7 +204,7 @@ def read_pickle_checkpoint(path: str, *, unsafe_trusted: bool = False) -> Checkp
         raise CheckpointError(
             f"{name}: cannot read checkpoint (not a torch.save file?): {type(exc).__name__}: {first[:120]}"
         ) from None
-    if isinstance(obj, torch.nn.Module):
+    if is_module(obj):
         obj = {k: v for k, v in obj.state_dict().items()}
     tensors, nested, notes = find_state_dict(obj, name)
     meta = {k: TensorMeta(tuple(v.shape), str(v.dtype).removeprefix("torch.")) for k, v in tensors.items()}
@@ -248,21 +221,30 @@ def _read_one(path: str, unsafe_trusted: bool) -> CheckpointInfo:
 def _read_index(index_path: str, unsafe_trusted: bool) -> CheckpointInfo:
     name = _short(index_path)
     try:
-        with open(index_path, encoding="utf-8") as fh:
-            index = json.load(fh)
+        with open_regular(index_path, name) as fh:
+            raw = fh.read(MAX_HEADER + 1)
+        if len(raw) > MAX_HEADER:
+            raise CheckpointError(f"{name}: refused: an index over {MAX_HEADER // 2**20} MB")
+        index = load_json(raw, name, "index")
         weight_map = index["weight_map"]
         if not isinstance(weight_map, dict):
             raise TypeError("weight_map is not an object")
+    except CheckpointError:
+        raise
     except OSError as exc:
         raise CheckpointError(f"{name}: cannot read: {exc.strerror or exc}") from None
-    except (ValueError, KeyError, TypeError) as exc:
-        raise CheckpointError(f"{name}: not a valid index ({type(exc).__name__}: {exc})") from None
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
+        raise CheckpointError(f"{name}: not a valid index ({type(exc).__name__}: {str(exc)[:120]})") from None
     folder = os.path.dirname(index_path)
     shards = list(dict.fromkeys(str(v) for v in weight_map.values()))
-    absent = [s for s in shards if not os.path.isfile(os.path.join(folder, s))]
+    paths = [contained_shard(folder, s, name) for s in shards]
+    absent = [s for s, p in zip(shards, paths) if not os.path.lexists(p)]
     if absent:
-        raise CheckpointError(f"{name}: {len(absent)} shard(s) listed but absent: {', '.join(absent[:3])}")
-    info = _merge([_read_one(os.path.join(folder, s), unsafe_trusted) for s in shards], index_path)
+        shown = ", ".join(shown_name(s, 60).strip("'") for s in absent[:3])
+        raise CheckpointError(f"{name}: {len(absent)} shard(s) listed but absent: {shown}")
+    for path in paths:
+        require_regular_file(path)
+    info = _merge([_read_one(p, unsafe_trusted) for p in paths], index_path)
     misplaced = [k for k, s in weight_map.items() if k not in info.tensors]
     if misplaced:
         info.notes.append(f"index lists {len(misplaced)} key(s) no shard holds (e.g. {misplaced[0]})")
@@ -297,9 +279,10 @@ def _read_folder(folder: str, unsafe_trusted: bool) -> CheckpointInfo:
             info.label = folder
             return info
     for suffixes in ((".safetensors",), PICKLE_SUFFIXES):
-        files = [e for e in entries if e.endswith(suffixes) and os.path.isfile(os.path.join(folder, e))]
+        files = [e for e in entries if e.endswith(suffixes) and not os.path.isdir(os.path.join(folder, e))]
         if files:
-            return _merge([_read_one(os.path.join(folder, f), unsafe_trusted) for f in files], folder)
+            paths = [contained_shard(folder, f, _short(folder)) for f in files]
+            return _merge([_read_one(p, unsafe_trusted) for p in paths], folder)
     raise CheckpointError(f"{_short(folder)}: no *.safetensors, *.bin, *.pt or *.index.json in this folder")
 
 
@@ -310,6 +293,7 @@ def read_checkpoint(path: str | os.PathLike, *, unsafe_trusted: bool = False) ->
         return _read_folder(path, unsafe_trusted)
     if not os.path.exists(path):
         raise CheckpointError(f"{path}: no such file or folder")
+    require_regular_file(path)
     if path.endswith(".json"):
         info = _read_index(path, unsafe_trusted)
         info.label = path

@@ -6,6 +6,7 @@ Usage::
     ...                                                     # loss.backward(); optimizer.step()
     diff = diff_with_model(before, model)                  # SnapDiff: changed / unchanged (why) / NaN
     diff = compare_snapshots(before, take_snapshot(model))
+    dropped = trim_snapshots(store, limit=16, max_bytes=2**32)   # oldest first out, the newest kept
 
 A fingerprint holds, per tensor, the float64 sum and sum of squares of its finite values, its NaN and Inf
 counts and up to ``SAMPLES`` strided sample values. They are computed on the tensor's device in bounded
@@ -24,9 +25,10 @@ from typing import Any
 
 from ..units import mib
 from .fingerprint import SAMPLES, _exact_distances, fingerprints, free_bytes
+from .kinds import is_module, type_defines
 
 __all__ = ["SAMPLES", "Change", "NonFinite", "SnapDiff", "Snapshot", "SnapshotError", "TensorPrint", "Unchanged",
-           "compare_snapshots", "diff_with_model", "fingerprints", "free_bytes", "take_snapshot"]
+           "compare_snapshots", "diff_with_model", "fingerprints", "free_bytes", "take_snapshot", "trim_snapshots"]
 
 
 
@@ -81,6 +83,11 @@ class Snapshot:
     def model(self) -> Any:
         """The snapshotted model if it is still alive, else None."""
         return self.model_ref() if self.model_ref is not None else None
+
+    @property
+    def nbytes(self) -> int:
+        """Memory this snapshot keeps: ``--exact`` copies plus about 8 KiB of samples per fingerprint."""
+        return self.copied_bytes + (len(self.tensors) + len(self.grads)) * (SAMPLES * 32 + 400)
 
 
 @dataclass(frozen=True)
@@ -144,16 +151,18 @@ def _named_tensors(model: Any) -> tuple[dict[str, Any], dict[str, bool]]:
     """Name -> tensor (parameters then buffers, each once) and name -> is-parameter."""
     tensors: dict[str, Any] = {}
     is_param: dict[str, bool] = {}
-    if callable(getattr(model, "named_parameters", None)):
+    if is_module(model) and type_defines(model, "named_parameters"):  # by type: no __getattr__/__class__ runs
         for name, p in model.named_parameters():
             tensors[name], is_param[name] = p, True
         named_buffers = getattr(model, "named_buffers", None)
         for name, b in named_buffers() if callable(named_buffers) else ():
             if name not in tensors:
                 tensors[name], is_param[name] = b, False
-    elif isinstance(model, Mapping):
+    elif issubclass(type(model), Mapping):
+        import torch
+
         for name, t in model.items():
-            if isinstance(name, str) and hasattr(t, "shape") and hasattr(t, "dtype"):
+            if type(name) is str and issubclass(type(t), torch.Tensor):
                 tensors[name] = t
                 is_param[name] = bool(getattr(t, "requires_grad", False))
     else:
@@ -322,6 +331,19 @@ def _compare(a: Snapshot, b: Snapshot, after_name: str) -> SnapDiff:
 def compare_snapshots(before: Snapshot, after: Snapshot) -> SnapDiff:
     """Usage: ``compare_snapshots(snaps["a"], snaps["b"])``; exact when both kept copies."""
     return _compare(before, after, after.name)
+
+
+def trim_snapshots(store: dict[str, Snapshot], *, limit: int, max_bytes: int) -> list[Snapshot]:
+    """Usage: ``dropped = trim_snapshots(store, limit=16, max_bytes=4 << 30)``; oldest dropped first.
+
+    ``store`` keeps insertion order (oldest first). Snapshots are removed until at most ``limit`` remain
+    and they keep at most ``max_bytes`` (``Snapshot.nbytes``), but the newest is always kept.
+    """
+    dropped: list[Snapshot] = []
+    while len(store) > 1 and (len(store) > max(limit, 1) or sum(s.nbytes for s in store.values()) > max_bytes):
+        oldest = next(iter(store))
+        dropped.append(store.pop(oldest))
+    return dropped
 
 
 def diff_with_model(before: Snapshot, model: Any, *, stop: int = 0) -> SnapDiff:

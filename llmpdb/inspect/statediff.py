@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .checkpoint import CheckpointError, CheckpointInfo, TensorMeta, find_state_dict, read_checkpoint
-from .kinds import is_module
+from .kinds import is_module, static_attr
 
 __all__ = [
     "KeyGroup",
@@ -209,18 +209,18 @@ def model_state(obj: Any, label: str | None = None) -> tuple[CheckpointInfo, dic
                         continue
                     tensors[base + name] = _meta(t)
                     by_identity.setdefault(id(t), []).append(base + name)
-        tied_now = getattr(obj, "all_tied_weights_keys", None)
-        if isinstance(tied_now, Mapping):
+        tied_now = static_attr(obj, "all_tied_weights_keys", None)
+        if issubclass(type(tied_now), Mapping):
             for target, source in tied_now.items():
                 if target in tensors and source in tensors:
                     by_identity.setdefault(("declared", source), [source]).append(target)
-        declared = getattr(type(obj), "_tied_weights_keys", None)
-        if isinstance(declared, Mapping):
+        declared = static_attr(type(obj), "_tied_weights_keys", None)
+        if issubclass(type(declared), Mapping):
             class_ties = {str(k): str(v) for k, v in declared.items()}
-    elif isinstance(obj, Mapping):
+    elif issubclass(type(obj), Mapping):  # by type: isinstance would read a hostile __class__
         kind = "state dict"
         label = label or "state dict"
-        found, nested, found_notes = find_state_dict(obj if isinstance(obj, dict) else dict(obj), label)
+        found, nested, found_notes = find_state_dict(obj if type(obj) is dict else dict(obj), label)
         notes.extend(found_notes)
         for name, t in found.items():
             tensors[name] = _meta(t)
@@ -355,14 +355,14 @@ def statediff(
     run code (only for files you trust). Raises ``CheckpointError`` with a one-line message.
     """
     info, aliases, class_ties = model_state(model, model_label)
-    if isinstance(path_or_other, CheckpointInfo):
+    if type(path_or_other) is CheckpointInfo:
         other = path_or_other
-    elif isinstance(path_or_other, (str, os.PathLike)):
+    elif issubclass(type(path_or_other), (str, os.PathLike)):
         other = read_checkpoint(path_or_other, unsafe_trusted=unsafe_trusted)
         if other_label:
             other.label = other_label
     else:
         other = model_state(path_or_other, other_label)[0]
-    base = getattr(model, "base_model_prefix", None) if info.kind == "module" else None
-    return diff_states(info, other, aliases, base_prefix=base if isinstance(base, str) else None,
+    base = static_attr(model, "base_model_prefix", None) if info.kind == "module" else None
+    return diff_states(info, other, aliases, base_prefix=base if type(base) is str else None,
                        class_ties=class_ties)

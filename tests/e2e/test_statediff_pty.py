@@ -75,3 +75,38 @@ def test_statediff_snapshot_and_checkpoint_forms_in_a_pty(tmp_path):
     finally:
         if child.isalive():
             child.terminate(force=True)
+
+
+@pytest.mark.timeout(120)  # a FIFO that is opened blocks: the timeout fails the test instead of hanging CI
+def test_hostile_checkpoints_and_a_vanished_snapshot_in_a_pty(tmp_path):
+    import zipfile
+
+    os.mkfifo(tmp_path / "pipe.pt")
+    with zipfile.ZipFile(tmp_path / "bomb.pt", "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        with zf.open("archive/data.pkl", "w") as member:
+            for _ in range(64):
+                member.write(bytes(2**20))
+    with open(tmp_path / "shell.pt", "wb") as fh:  # what torch.save writes for os.system, protocol 2
+        fh.write(b"\x80\x02}q\x00X\x01\x00\x00\x00wq\x01cposix\nsystem\nq\x02X\x05\x00\x00\x00touchq\x03\x85q\x04Rq\x05s.")
+    child = _spawn(tmp_path)
+    try:
+        assert "loss.backward()" in _run(child, "c")
+        assert _run(child, f"statediff model {tmp_path / 'pipe.pt'}").strip().splitlines()[-1] == (
+            "*** statediff: pipe.pt: refused: a FIFO (named pipe), not a regular file (reading it could block "
+            "forever)")
+        bomb = _run(child, f"statediff model {tmp_path / 'bomb.pt'}").strip().splitlines()[-1]
+        assert bomb.startswith("*** statediff: bomb.pt: refused: archive/data.pkl inflates to 64.0 MiB from ")
+        assert _run(child, f"statediff model {tmp_path / 'shell.pt'}").strip().splitlines()[-1] == (
+            "*** statediff: shell.pt: refused: this pickle would run code (os.system); `--unsafe-trusted` loads it")
+        snap = _run(child, "statediff snap fresh type(model)(model.config)")
+        assert "snapshot fresh of type(model)(model.config) (LlamaForCausalLM)" in snap
+        assert _run(child, "statediff fresh").strip().splitlines()[-1] == (
+            "*** statediff: the LlamaForCausalLM snapped as fresh (type(model)(model.config)) no longer exists; "
+            "statediff compares the object snapped and does not evaluate `type(model)(model.config)` again")
+        child.sendline("c")
+        child.sendline("c")
+        child.expect(pexpect.EOF)
+        assert "done" in child.before
+    finally:
+        if child.isalive():
+            child.terminate(force=True)

@@ -194,3 +194,36 @@ def test_snapshot_of_meta_model_and_of_non_models():
     assert render_snapshot(snap).endswith("; 11 without values (meta tensor (no values))")
     with pytest.raises(SnapshotError, match="^a int is not a module or a dict of tensors$"):
         take_snapshot(3)
+
+
+def test_trim_snapshots_drops_the_oldest_by_count_and_by_bytes():
+    from llmpdb.inspect.snapshot import trim_snapshots
+
+    model = plain_model()
+    store = {name: take_snapshot(model, name=name) for name in ("a", "b", "c", "d")}
+    assert [s.name for s in trim_snapshots(store, limit=3, max_bytes=2**40)] == ["a"]
+    assert list(store) == ["b", "c", "d"]
+    one = store["d"].nbytes
+    assert [s.name for s in trim_snapshots(store, limit=3, max_bytes=2 * one)] == ["b"]
+    assert [s.name for s in trim_snapshots(store, limit=3, max_bytes=1)] == ["c"]  # the newest always stays
+    assert list(store) == ["d"]
+
+
+def test_a_dict_of_tensors_is_read_by_type_and_a_hostile_value_is_skipped():
+    reads = []
+
+    class Spy:
+        @property
+        def __class__(self):
+            reads.append("__class__")
+            return torch.Tensor
+
+        def __getattr__(self, name):
+            reads.append(name)
+            raise AttributeError(name)
+
+    snap = take_snapshot({"w": torch.ones(3), "spy": Spy()}, name="d")
+    assert list(snap.tensors) == ["w"] and reads == []
+    with pytest.raises(SnapshotError, match="^a Spy is not a module or a dict of tensors$"):
+        take_snapshot(Spy())
+    assert reads == []

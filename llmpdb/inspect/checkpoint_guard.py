@@ -1,0 +1,413 @@
+"""Refuse hostile checkpoints before anything reads them: pipes, zip bombs, code in pickles, bad headers.
+
+Usage::
+
+    require_regular_file("ckpt.pt")                     # a FIFO or device is refused, never opened
+    shard = contained_shard("ckpt/", "../x.bin", label)  # a shard outside the checkpoint's folder is refused
+    refuse_pickle_code("ckpt.pt", unsafe_trusted=False)  # zip-bomb check, then the pickle's imports
+    tensors, metadata = parse_safetensors_header(raw, data_size, "m.safetensors")
+
+Every refusal is a ``CheckpointError`` whose message is one line. Nothing here unpickles: the pickle's
+opcodes are walked with ``pickletools`` and every global it imports is looked up in torch's
+``weights_only`` allow list (plus ``torch.serialization.add_safe_globals``). Reading is bounded: a zip
+entry is inflated only up to its declared size, ``data.pkl`` only up to ``MAX_PICKLE_BYTES``, a
+safetensors header only up to ``MAX_HEADER``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import zipfile
+from io import BytesIO
+from typing import Any, BinaryIO
+
+from ..units import human_bytes
+
+__all__ = [
+    "CheckpointError", "MAX_HEADER", "MAX_PICKLE_BYTES", "MAX_INFLATE_RATIO", "ST_DTYPES",
+    "require_regular_file", "open_regular", "contained_shard", "shown_name", "refuse_pickle_code",
+    "pickle_imports", "load_json", "parse_safetensors_header",
+]
+
+MAX_HEADER = 100 * 1024 * 1024  # the safetensors library refuses larger headers too
+MAX_PICKLE_BYTES = 64 * 1024 * 1024  # data.pkl of a state dict is KBs to a few MBs; its tensors are separate
+MAX_INFLATE_RATIO = 100  # torch.save stores entries uncompressed; a deflated entry that grows more is a bomb
+_LEGACY_PICKLES = 5  # magic number, protocol, sys info, the object, the storage keys
+_MAX_DIGITS = 19  # any dimension or offset fits in a signed 64-bit integer
+
+ST_DTYPES = {
+    "BOOL": ("bool", 1), "U8": ("uint8", 1), "I8": ("int8", 1), "U16": ("uint16", 2), "I16": ("int16", 2),
+    "U32": ("uint32", 4), "I32": ("int32", 4), "U64": ("uint64", 8), "I64": ("int64", 8),
+    "F16": ("float16", 2), "BF16": ("bfloat16", 2), "F32": ("float32", 4), "F64": ("float64", 8),
+    "C64": ("complex64", 8), "F8_E4M3": ("float8_e4m3fn", 1), "F8_E4M3FNUZ": ("float8_e4m3fnuz", 1),
+    "F8_E5M2": ("float8_e5m2", 1), "F8_E5M2FNUZ": ("float8_e5m2fnuz", 1), "F8_E8M0": ("float8_e8m0fnu", 1),
+}
+_FILE_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+_STRING_OPS = {"STRING", "BINSTRING", "SHORT_BINSTRING", "UNICODE", "BINUNICODE", "SHORT_BINUNICODE",
+               "BINUNICODE8"}
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be read safely: the message is one line for the user."""
+
+
+def _short(path: str) -> str:
+    return os.path.basename(path.rstrip(os.sep)) or path
+
+
+# ---- files: regular only, inside the checkpoint's folder -------------------------------------------------
+def require_regular_file(path: str, label: str | None = None) -> os.stat_result:
+    """Usage: ``require_regular_file(p)``; ``os.stat`` (never ``open``): a FIFO, device or socket is refused."""
+    name = label or _short(path)
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise CheckpointError(f"{name}: cannot read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((what for test, what in _FILE_KINDS if test(st.st_mode)), "not a regular file")
+        why = "" if stat.S_ISDIR(st.st_mode) else " (reading it could block forever)"
+        raise CheckpointError(f"{name}: refused: {kind}, not a regular file{why}")
+    return st
+
+
+def open_regular(path: str, label: str | None = None) -> BinaryIO:
+    """Usage: ``with open_regular(p) as fh: ...``; checked by ``stat`` first, re-checked on the open file."""
+    require_regular_file(path, label)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise CheckpointError(f"{label or _short(path)}: cannot read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped for a pipe between the stat and the open
+        os.close(fd)
+        raise CheckpointError(f"{label or _short(path)}: refused: not a regular file")
+    return os.fdopen(fd, "rb")
+
+
+def _inside(path: str, folder: str) -> bool:
+    try:
+        return os.path.commonpath([path, folder]) == folder
+    except ValueError:  # different drives
+        return False
+
+
+def _hub_blobs(root: str) -> str | None:
+    """``…/models--org--name/blobs`` when ``root`` is a Hugging Face cache snapshot (its files link there)."""
+    snapshots = os.path.dirname(root)
+    repo = os.path.dirname(snapshots)
+    if os.path.basename(snapshots) == "snapshots" and os.path.basename(repo).startswith(
+            ("models--", "datasets--")):
+        return os.path.join(repo, "blobs")
+    return None
+
+
+def shown_name(name: str, limit: int = 80) -> str:
+    """Usage: ``shown_name(shard)``; ``repr`` of a file name, cut in the middle when longer than ``limit``."""
+    text = repr(name)
+    return text if len(text) <= limit else text[:limit // 2 - 1] + "…" + text[-(limit // 2 - 1):]
+
+
+def contained_shard(folder: str, shard: str, label: str) -> str:
+    """Usage: ``path = contained_shard(folder, "model-00001.safetensors", "index.json")``.
+
+    The shard's path when it lies inside ``folder``: an absolute name, a ``..`` that climbs out, or a link
+    whose target is outside is refused (a link into a Hugging Face cache's ``blobs/`` is the one exception:
+    that is how the cache stores every file).
+    """
+    shown = shown_name(shard)
+    if "\x00" in shard:
+        raise CheckpointError(f"{label}: refused: shard {shown} holds a NUL byte, which no file name can")
+    if os.path.isabs(shard) or os.path.splitdrive(shard)[0]:
+        raise CheckpointError(f"{label}: refused: shard {shown} is an absolute path, outside the checkpoint's "
+                              "folder")
+    root = os.path.realpath(folder)
+    lexical = os.path.normpath(os.path.join(root, shard))
+    if not _inside(lexical, root):
+        raise CheckpointError(f"{label}: refused: shard {shown} is outside the checkpoint's folder")
+    target = os.path.realpath(lexical)
+    blobs = _hub_blobs(root)
+    if not _inside(target, root) and not (blobs and _inside(target, blobs)):
+        raise CheckpointError(f"{label}: refused: shard {shown} links to {target}, outside the checkpoint's "
+                              "folder (name that file itself to read it)")
+    return os.path.join(folder, shard)
+
+
+# ---- pickles: zip-bomb check, then the imports the pickle makes, never unpickled --------------------------
+def _zip_pickle(fh: BinaryIO, name: str) -> bytes | None:
+    """``data.pkl`` of a torch zip checkpoint, after every entry's declared size was checked; None if absent."""
+    try:
+        archive = zipfile.ZipFile(fh)
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise CheckpointError(f"{name}: not a readable torch checkpoint (corrupt zip: {exc})") from None
+    entries = archive.infolist()
+    for info in entries:
+        if info.compress_type != zipfile.ZIP_STORED and info.file_size > 2**20 and \
+                info.file_size > MAX_INFLATE_RATIO * max(info.compress_size, 1):
+            raise CheckpointError(
+                f"{name}: refused: {info.filename} inflates to {human_bytes(info.file_size)} from "
+                f"{human_bytes(info.compress_size)} ({info.file_size // max(info.compress_size, 1)}×): a zip bomb; "
+                "torch.save never compresses")
+    prefix = entries[0].filename.split("/", 1)[0] if entries else ""
+    for info in entries:  # records torch reads whole (data.pkl, version, byteorder...): tensors live in data/
+        if not info.filename.startswith(f"{prefix}/data/") and info.file_size > MAX_PICKLE_BYTES:
+            raise CheckpointError(f"{name}: refused: {info.filename} is {human_bytes(info.file_size)}; a state "
+                                  f"dict's pickle holds no tensor data (limit {human_bytes(MAX_PICKLE_BYTES)})")
+    info = next((i for i in entries if i.filename == f"{prefix}/data.pkl"), None)
+    if info is None:
+        return None
+    try:
+        with archive.open(info) as member:
+            return member.read(MAX_PICKLE_BYTES + 1)  # never more than declared: zipfile stops there
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        raise CheckpointError(f"{name}: not a readable torch checkpoint (corrupt zip: {exc})") from None
+
+
+class _TooLong(Exception):
+    pass
+
+
+class _Bounded:
+    """A read-only view of a file that refuses to hand out more than ``limit`` bytes in all."""
+
+    def __init__(self, fh: BinaryIO, limit: int):
+        self._fh, self._left = fh, limit
+
+    def _take(self, data: bytes) -> bytes:
+        self._left -= len(data)
+        if self._left < 0:
+            raise _TooLong
+        return data
+
+    def read(self, n: int = -1) -> bytes:
+        return self._take(self._fh.read(self._left + 1 if n is None or n < 0 or n > self._left else n))
+
+    def readline(self) -> bytes:
+        return self._take(self._fh.readline(self._left + 1))
+
+    def tell(self) -> int:
+        return self._fh.tell()
+
+
+def pickle_imports(stream: Any) -> list[str]:
+    """Usage: ``pickle_imports(BytesIO(data))`` -> ``["torch._utils._rebuild_tensor_v2", "posix.system"]``.
+
+    The globals one pickle imports (``GLOBAL``, ``INST``, ``STACK_GLOBAL`` resolved through a small model
+    of the stack and memo; ``?`` where a name is built at load time), read with ``pickletools.genops``.
+    """
+    from _compat_pickle import IMPORT_MAPPING, NAME_MAPPING
+    from pickletools import genops, markobject, stackslice
+
+    found: list[str] = []
+    stack: list[Any] = []
+    memo: dict[Any, Any] = {}
+    mark = object()
+    for op, arg, _ in genops(stream):
+        kind = op.name
+        if kind in ("GLOBAL", "INST"):  # Python 2 names mapped as every unpickler does (__builtin__.set)
+            module, _, attr = str(arg).partition(" ")
+            module, attr = NAME_MAPPING.get((module, attr), (IMPORT_MAPPING.get(module, module), attr))
+            found.append(f"{module}.{attr}")
+        elif kind == "STACK_GLOBAL":
+            attr = stack.pop() if stack else None
+            module = stack.pop() if stack else None
+            found.append(f"{module if isinstance(module, str) else '?'}.{attr if isinstance(attr, str) else '?'}")
+            stack.append(None)
+            continue
+        elif kind.startswith("EXT"):
+            found.append("copyreg.extension")
+        if kind in ("PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE"):
+            memo[len(memo) if kind == "MEMOIZE" else arg] = stack[-1] if stack else None
+            continue
+        if kind in ("GET", "BINGET", "LONG_BINGET"):
+            stack.append(memo.get(arg))
+            continue
+        before = op.stack_before
+        if markobject in before or stackslice in before:
+            while stack and stack[-1] is not mark:
+                stack.pop()
+            if stack:
+                stack.pop()
+            below = before.index(markobject) if markobject in before else 0
+        else:
+            below = len(before)
+        del stack[len(stack) - min(below, len(stack)):]
+        for item in op.stack_after:
+            stack.append(mark if item is markobject else arg if kind in _STRING_OPS else None)
+    return found
+
+
+def _allowed_globals() -> set[str]:
+    try:
+        from torch import _weights_only_unpickler as w
+        return set(w._get_allowed_globals()) | set(w._get_user_allowed_globals())
+    except (ImportError, AttributeError):  # another torch: only what every torch.save of tensors imports
+        return {"collections.OrderedDict", "torch._utils._rebuild_tensor_v2", "torch._utils._rebuild_parameter"}
+
+
+def _display(full: str) -> str:
+    """``posix.system`` -> ``os.system``; ``builtins.print`` -> ``print``."""
+    module, _, attr = full.rpartition(".")
+    if module in ("posix", "nt"):
+        return f"os.{attr}"
+    return attr if module in ("builtins", "__builtin__") else full
+
+
+def refuse_pickle_code(path: str, *, unsafe_trusted: bool = False) -> None:
+    """Usage: ``refuse_pickle_code("ckpt.pt")``; raises ``CheckpointError`` for a file that must not be loaded.
+
+    Always: a non-regular or empty file (``/proc`` files say 0 bytes), a zip entry that inflates more than
+    ``MAX_INFLATE_RATIO``×, a ``data.pkl`` over ``MAX_PICKLE_BYTES``. Unless ``unsafe_trusted``: a pickle importing a global outside torch's
+    ``weights_only`` allow list: ``refused: this pickle would run code (os.system); `--unsafe-trusted`
+    loads it``.
+    """
+    name = _short(path)
+    try:
+        _scan(path, name, unsafe_trusted)
+    except OSError as exc:
+        raise CheckpointError(f"{name}: cannot read: {exc.strerror or exc}") from None
+
+
+def _scan(path: str, name: str, unsafe_trusted: bool) -> None:
+    with open_regular(path, name) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size == 0:  # also what /proc and /sys files report: their reads can block or never end
+            raise CheckpointError(f"{name}: refused: an empty file (0 bytes), not a torch.save file")
+        if fh.read(4) == b"PK\x03\x04":
+            fh.seek(0)
+            data = _zip_pickle(fh, name)
+            stream, count, end = BytesIO(data or b""), 1 if data else 0, len(data or b"")
+        else:
+            fh.seek(0)
+            stream, count, end = _Bounded(fh, MAX_PICKLE_BYTES), _LEGACY_PICKLES, size
+        if unsafe_trusted:
+            return
+        imports: list[str] = []
+        try:
+            for _ in range(count):
+                if stream.tell() >= end:
+                    break
+                imports += pickle_imports(stream)
+        except _TooLong:
+            raise CheckpointError(f"{name}: refused: its pickle runs past {human_bytes(MAX_PICKLE_BYTES)}; "
+                                  "a state dict's pickle holds no tensor data") from None
+        except (ValueError, EOFError) as exc:
+            if not imports:
+                raise CheckpointError(f"{name}: not a readable torch checkpoint (not a pickle: {exc})") from None
+    allowed = _allowed_globals()
+    unsafe = [g for g in dict.fromkeys(imports) if g not in allowed]
+    if unsafe:
+        shown = ", ".join(_display(g) for g in unsafe[:3]) + (f" and {len(unsafe) - 3} more" if len(unsafe) > 3
+                                                             else "")
+        raise CheckpointError(f"{name}: refused: this pickle would run code ({shown}); `--unsafe-trusted` loads it")
+
+
+# ---- safetensors: every field of the header checked ------------------------------------------------------
+class _HeaderProblem(Exception):
+    pass
+
+
+class _Number(float):
+    """A JSON float that remembers how it was written (``1e400``, not ``inf``)."""
+
+    text = ""
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _parse_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > _MAX_DIGITS:
+        raise _HeaderProblem(f"a {digits}-digit number (a checkpoint's numbers have at most {_MAX_DIGITS})")
+    return int(text)
+
+
+def _parse_float(text: str) -> float:
+    number = _Number(text)
+    number.text = text if len(text) <= 24 else text[:20] + "…"
+    return number
+
+
+def _parse_constant(text: str) -> float:
+    raise _HeaderProblem(f"{text} is not JSON")
+
+
+def _show(value: Any) -> str:
+    text = repr(value) if not isinstance(value, list) else "[" + ", ".join(map(repr, value[:8])) + (
+        ", …]" if len(value) > 8 else "]")
+    return text if len(text) <= 80 else text[:77] + "…"
+
+
+def _is_int(value: Any) -> bool:
+    return type(value) is int
+
+
+def _entry(key: str, entry: Any, data_size: int) -> tuple[str, tuple[int, ...], int, int]:
+    if not isinstance(entry, dict) or not {"dtype", "shape", "data_offsets"} <= set(entry):
+        raise _HeaderProblem(f"{key!r}: needs dtype, shape and data_offsets, got {_show(entry)}")
+    code, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+    if not isinstance(code, str) or code not in ST_DTYPES:
+        raise _HeaderProblem(f"{key!r}: unknown dtype {_show(code)} (known: {', '.join(ST_DTYPES)})")
+    if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
+        raise _HeaderProblem(f"{key!r}: shape {_show(shape)} is not a list of non-negative integers")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_int(o) and o >= 0 for o in offsets)):
+        raise _HeaderProblem(f"{key!r}: data_offsets {_show(offsets)} is not two non-negative integers")
+    dtype, itemsize = ST_DTYPES[code]
+    begin, end = offsets
+    if end > data_size:
+        raise _HeaderProblem(f"truncated: {key!r} ends at byte {end} of the data but the file holds {data_size}")
+    numel = 1
+    for d in shape:
+        numel *= d
+    if begin > end or end - begin != numel * itemsize:
+        raise _HeaderProblem(f"{key!r} spans bytes {begin}..{end} but shape {tuple(shape)} of {dtype} needs "
+                             f"{numel * itemsize}")
+    return dtype, tuple(shape), begin, end
+
+
+def load_json(raw: bytes, name: str, what: str) -> Any:
+    """Usage: ``load_json(raw, "index.json", "index")``; JSON with numbers of at most 19 digits, no NaN, a
+    bounded depth; every failure one ``CheckpointError`` line (``{name}: refused: {what} holds ...``)."""
+    try:
+        return json.loads(raw.decode("utf-8"), parse_int=_parse_int, parse_float=_parse_float,
+                          parse_constant=_parse_constant)
+    except _HeaderProblem as exc:
+        raise CheckpointError(f"{name}: refused: {what} holds {exc}") from None
+    except RecursionError:
+        raise CheckpointError(f"{name}: refused: {what} is nested too deeply") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"{name}: {what} is not valid JSON ({exc})") from None
+    except ValueError as exc:  # anything else the decoder refuses
+        raise CheckpointError(f"{name}: {what} is not valid JSON ({str(exc)[:80]})") from None
+
+
+def parse_safetensors_header(raw: bytes, data_size: int, name: str) -> tuple[dict[str, tuple[str, tuple[int, ...]]],
+                                                                          dict[str, Any]]:
+    """Usage: ``tensors, metadata = parse_safetensors_header(raw, size - 8 - n, "m.safetensors")``.
+
+    ``tensors[key] = (torch dtype name, shape)``. Refused with one line: bad JSON, nesting too deep, a
+    number of more than 19 digits, an unknown dtype, a negative or non-integer dimension or offset, a span
+    that does not fit dtype × shape or the file, two tensors sharing bytes.
+    """
+    header = load_json(raw, name, "safetensors header")
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{name}: safetensors header is a JSON {type(header).__name__}, not an object")
+    metadata = header.pop("__metadata__", None) or {}
+    tensors: dict[str, tuple[str, tuple[int, ...]]] = {}
+    spans: list[tuple[int, int, str]] = []
+    try:
+        for key, entry in header.items():
+            dtype, shape, begin, end = _entry(key, entry, data_size)
+            tensors[key] = (dtype, shape)
+            if end > begin:
+                spans.append((begin, end, key))
+    except _HeaderProblem as exc:
+        raise CheckpointError(f"{name}: {exc}") from None
+    spans.sort()
+    for (_, end_a, key_a), (begin_b, _, key_b) in zip(spans, spans[1:]):
+        if begin_b < end_a:
+            raise CheckpointError(f"{name}: refused: {key_a!r} and {key_b!r} share bytes {begin_b}..{end_a}")
+    return tensors, metadata if isinstance(metadata, dict) else {}
+
