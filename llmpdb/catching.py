@@ -29,7 +29,7 @@ import fnmatch
 import os
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 __all__ = ["Catch", "Catches", "CATCHES", "exception_matches", "valid_pattern", "backend_name"]
@@ -50,6 +50,11 @@ class Catch:
     pattern: str
     condition: str | None = None
     hits: int = 0
+    code: Any = field(default=None, repr=False, compare=False)  # the compiled condition
+
+    def __post_init__(self) -> None:
+        if self.condition and self.code is None:
+            self.code = compile(self.condition, "<catch condition>", "eval")  # SyntaxError: the caller's
 
 
 def valid_pattern(pattern: str) -> bool:
@@ -176,6 +181,7 @@ class Catches:
         self.paused = 0
         self.stopper: Callable[[Any, BaseException, Any, Catch, str | None], None] | None = None
         self._next = 1
+        self._matching: dict[type, list[Catch]] = {}  # per exception class; emptied when catches change
         backend = _MonitoringBackend if _MON is not None else _TraceBackend
         self.backend = backend(self.on_raise)
 
@@ -184,6 +190,7 @@ class Catches:
         catch = Catch(self._next, pattern, condition)
         self._next += 1
         self.items.append(catch)
+        self._matching.clear()
         self.backend.start()
         return catch
 
@@ -191,6 +198,7 @@ class Catches:
         """Usage: ``CATCHES.remove(2)`` or ``CATCHES.remove()`` (all); returns what was removed."""
         removed = [c for c in self.items if number is None or c.number == number]
         self.items = [c for c in self.items if c not in removed]
+        self._matching.clear()
         if not self.items:
             self.backend.stop()
         return removed
@@ -211,7 +219,9 @@ class Catches:
             return
         if tb is None or tb.tb_next is not None or tb.tb_frame is not frame:
             return  # passing through a caller, or raised from C code without a frame of ours
-        matched = [c for c in self.items if exception_matches(c.pattern, type(exc))]
+        matched = self._matching.get(type(exc))
+        if matched is None:
+            matched = self._matching[type(exc)] = [c for c in self.items if exception_matches(c.pattern, type(exc))]
         if not matched or _is_debugger_code(frame):
             return
         self.paused += 1
@@ -228,8 +238,7 @@ class Catches:
         if not catch.condition:
             return True, None
         try:
-            code = compile(catch.condition, "<catch condition>", "eval")
-            return bool(eval(code, frame.f_globals, {**frame.f_locals, "e": exc})), None
+            return bool(eval(catch.code, frame.f_globals, {**frame.f_locals, "e": exc})), None
         except BaseException as err:  # the user's condition: never lets anything escape into the program
             return True, f"condition {catch.condition!r} raised {type(err).__name__}: {err}; stopping"
 
