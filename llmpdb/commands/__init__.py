@@ -21,8 +21,10 @@ def compiled_code_note(frame, debugger) -> str | None:
 from .catch import CatchCommands  # noqa: E402
 from .help import HelpCommands  # noqa: E402
 from .kv import KvCommands  # noqa: E402
+from .mute import MuteCommands  # noqa: E402
 from .navigation import NavigationCommands  # noqa: E402
 from .shapes import ShapesCommands  # noqa: E402
 from .statediff import StatediffCommands  # noqa: E402
 
-COMMAND_MIXINS.extend([CatchCommands, HelpCommands, NavigationCommands, ShapesCommands, StatediffCommands, KvCommands])
+COMMAND_MIXINS.extend([CatchCommands, HelpCommands, MuteCommands, NavigationCommands, ShapesCommands,
+                       StatediffCommands, KvCommands])
