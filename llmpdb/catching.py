@@ -213,25 +213,32 @@ class Catches:
         if self.items:
             self.backend.rearm()
 
-    def on_raise(self, frame, exc: BaseException, tb) -> None:
-        """A raise seen by the backend: stop through ``stopper`` when it starts here and a catch matches."""
+    def frame_tracer(self):
+        """3.11 while armed: the local trace function a frame needs for its raises to be seen, else None."""
+        return self.backend.local if self.items and isinstance(self.backend, _TraceBackend) else None
+
+    def on_raise(self, frame, exc: BaseException, tb) -> bool:
+        """A raise seen by the backend: stop through ``stopper`` when it starts here and a catch matches.
+        Returns whether it stopped."""
         if self.paused or not self.items or self.stopper is None:
-            return
+            return False
         if tb is None or tb.tb_next is not None or tb.tb_frame is not frame:
-            return  # passing through a caller, or raised from C code without a frame of ours
+            return False  # passing through a caller, or raised from C code without a frame of ours
         matched = self._matching.get(type(exc))
         if matched is None:
             matched = self._matching[type(exc)] = [c for c in self.items if exception_matches(c.pattern, type(exc))]
         if not matched or _is_debugger_code(frame):
-            return
+            return False
         self.paused += 1
         try:
             hit = next(((c, note) for c in matched for ok, note in [self._holds(c, frame, exc)] if ok), None)
         finally:
             self.paused -= 1
-        if hit is not None:
-            hit[0].hits += 1
-            self.stopper(frame, exc, tb, hit[0], hit[1])
+        if hit is None:
+            return False
+        hit[0].hits += 1
+        self.stopper(frame, exc, tb, hit[0], hit[1])
+        return True
 
     @staticmethod
     def _holds(catch: Catch, frame, exc: BaseException) -> tuple[bool, str | None]:

@@ -3,12 +3,16 @@ matches, conditions, listing and removal, bad input, and what it costs to leave 
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 
 import pytest
 
 from llmpdb.catching import CATCHES, TOOL_NAME, exception_matches, valid_pattern
 from transcript import debug_transcript
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(autouse=True)
@@ -121,3 +125,37 @@ def test_on_311_a_trace_function_watches_calls_until_uncatch():
     assert log[0] is not None and getattr(log[0], "__name__", "") == "call"
     CATCHES.remove()
     assert sys.gettrace() is None
+
+
+def same_frame(log):
+    items = [1, 2]
+    try:
+        items[5]
+    except IndexError:
+        log.append("handled")
+    return log
+
+
+def test_a_raise_in_the_frame_you_stopped_in_is_caught():
+    out = debug_transcript(same_frame, ["catch IndexError", "c", "p items", "p log", "c"], [])
+    assert "catch 1: IndexError: list index out of range  (raised here; no handler ran yet)" in out
+    assert out.split("(llmpdb) ")[3].strip() == "[1, 2]" and out.split("(llmpdb) ")[4].strip() == "[]"
+
+
+def test_same_frame_under_pdbs_own_tracing(tmp_path):
+    """LLMPDB_FAST_BREAKPOINTS=0 (read when llmpdb is imported): pdb's trace function holds the frame."""
+    script = tmp_path / "same.py"
+    script.write_text("def main():\n    items = [1, 2]\n    breakpoint()\n    try:\n        items[5]\n"
+                      "    except IndexError:\n        print('handled')\n\nmain()\n")
+    env = {**os.environ, "PYTHONPATH": ROOT, "PYTHONBREAKPOINT": "llmpdb.set_trace", "NO_COLOR": "1",
+           "LLMPDB_FAST_BREAKPOINTS": "0"}
+    result = subprocess.run([sys.executable, str(script)], input="catch IndexError\nc\np items\nc\n", env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert "catch 1: IndexError: list index out of range  (raised here; no handler ran yet)" in result.stdout
+    assert result.stdout.index("[1, 2]") < result.stdout.index("handled")
+
+
+def test_stepping_onto_a_raise_stops_there_once():
+    out = debug_transcript(same_frame, ["catch IndexError", "n", "n", "n", "p log", "c"], [])
+    assert out.count("IndexError: list index out of range") == 1  # the catch's line or pdb's own, not both
+    assert out.split("(llmpdb) ")[5].strip() == "[]"

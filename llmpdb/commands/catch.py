@@ -114,7 +114,14 @@ class CatchCommands:
             CATCHES.paused -= 1
             CATCHES.rearm()
 
+    def trace_dispatch(self, frame, event, arg):
+        """3.11: a frame pdb traces (the one you stopped in, or while stepping) reports its raises here."""
+        if event == "exception" and CATCHES.frame_tracer() is not None and CATCHES.on_raise(frame, *arg[1:]):
+            return self.trace_dispatch  # shown by the catch: pdb does not show the same exception again
+        return super().trace_dispatch(frame, event, arg)
+
     def fb_sync(self, frame):
         local = super().fb_sync(frame)  # the line engine may remove every trace function (3.11)
         CATCHES.rearm()
-        return local
+        tracer = CATCHES.frame_tracer()
+        return tracer if local is None and tracer is not None and sys.gettrace() is not None else local
