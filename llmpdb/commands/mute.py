@@ -24,8 +24,8 @@ class MuteCommands:
     @command
     def do_mute(self, arg):
         """mute [HERE]
-        Turn every breakpoint() (and llmpdb.set_trace()) call into a no-op for the rest of the run, or
-        with HERE only the one that opened this stop, e.g. a breakpoint() inside a training loop. Line
+        Make breakpoint() calls no-ops for the rest of the run: every one (and llmpdb.set_trace()), or
+        with HERE the one that opened this stop (a breakpoint() inside a training loop). Line
         breakpoints (b), break-module and catch still stop. unmute undoes it.
         Example: mute HERE"""
         text = (arg or "").strip()
