@@ -31,6 +31,7 @@ from .recursive import RecursiveDebugMixin
 from .restart import RestartMixin
 from .session import SESSION, stop_notes
 from .thread_gate import ThreadGateMixin
+from .stepping import SteppingMixin
 
 __all__ = ["Pdb"]
 
@@ -246,8 +247,8 @@ class _LlmpdbCore:
 def _build_class() -> type:
     """``LLMPDB_FAST_BREAKPOINTS=0`` leaves out the fast breakpoint engine: pdb's own tracing then runs."""
     engine = () if os.environ.get("LLMPDB_FAST_BREAKPOINTS", "1") == "0" else (FastBreakpointsMixin,)
-    bases = (*COMMAND_MIXINS, *engine, RecursiveDebugMixin, RestartMixin, ThreadGateMixin, HeadlessMixin,
-             _LlmpdbCore, BasePdb)
+    bases = (*COMMAND_MIXINS, *engine, SteppingMixin, RecursiveDebugMixin, RestartMixin, ThreadGateMixin,
+             HeadlessMixin, _LlmpdbCore, BasePdb)
     return type("Pdb", bases, {"__module__": __name__, "__qualname__": "LlmpdbPdb",
                                "__doc__": f"llmpdb debugger on the {BASE_NAME} base."})
 

@@ -26,9 +26,6 @@ __all__ = ["HelpCommands", "HelpEntry", "help_entries", "summary_of", "BANNER"]
 BANNER = ("llmpdb: shapes · stack-model (sm) · break-module (bm) · kv · statediff "
           "— `help` lists them, `help NAME` explains one")
 
-_SENTENCE_END = re.compile(r"(?<=[^.])\.(\s|$)|[:;]\s")
-
-
 @dataclass(frozen=True)
 class HelpEntry:
     """One llmpdb command for the listing: its hyphenated name, aliases, usage line and summary."""
@@ -40,11 +37,24 @@ class HelpEntry:
 
 
 def summary_of(doc: str | None) -> str:
-    """Usage: ``summary_of(do_kv.__doc__)``; the description's first sentence (up to ``.`` or ``: ``)."""
+    """Usage: ``summary_of(do_kv.__doc__)``; the description's first sentence (up to ``.``, ``:`` or ``;``
+    and a space, outside backquotes), without its parenthesised asides."""
     lines = inspect.cleandoc(doc or "").splitlines()[1:]
-    text = " ".join(line.strip() for line in lines).strip()
-    match = _SENTENCE_END.search(text)
-    return (text[:match.start()] if match else text).strip()
+    text = " ".join(line.strip() for line in lines).strip() + " "
+    depth, quoted, kept = 0, False, []
+    for i, ch in enumerate(text[:-1]):
+        if ch == "`":
+            quoted = not quoted
+        elif not quoted and ch == "(" and text[i + 1] != ")":
+            depth += 1
+        elif not quoted and ch == ")" and depth:
+            depth -= 1
+            continue
+        elif not quoted and depth == 0 and ch in ".:;" and text[i + 1] == " " and text[i - 1:i] != ".":
+            break
+        if depth == 0:
+            kept.append(ch)
+    return re.sub(r"\s+([,;])", r"\1", re.sub(r"\s{2,}", " ", "".join(kept))).strip()
 
 
 def help_entries(debugger_class: type) -> list[HelpEntry]:
