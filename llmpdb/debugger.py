@@ -14,7 +14,6 @@ standard input is not a terminal and runs out, the stop runs a short tour (``LLM
 
 from __future__ import annotations
 
-import inspect
 import os
 import re
 import shutil
@@ -153,27 +152,6 @@ class _LlmpdbCore:
         ours = self._llmpdb_names()
         base = {n for n in super().completenames(text, *ignored) if n.replace("_", "-") not in ours}
         return sorted(base | {n for n in ours if n.startswith(text)})
-
-    def do_help(self, arg):
-        arg = (arg or "").strip()
-        if not arg:
-            super().do_help(arg)
-            self.message("llmpdb commands (help NAME for usage):")
-            self.message("  " + "  ".join(self._llmpdb_names()))
-            return None
-        name = arg.replace("-", "_")
-        method = getattr(self, "do_" + name, None)
-        if getattr(method, "llmpdb_command", None):
-            self.message(inspect.cleandoc(method.__doc__ or f"{arg}: no help"))
-            return None
-        return super().do_help(arg)
-
-    do_h = do_help
-
-    def get_names(self):
-        """Hide ``do_stack_model``-style names from the base help table; ``help`` lists them hyphenated."""
-        hidden = {"do_" + n.replace("-", "_") for n in self._llmpdb_names() if "-" in n}
-        return [n for n in super().get_names() if n not in hidden]
 
     def set_trace(self, frame=None, *args, **kwargs):
         """Stop at the next line of ``frame`` (the caller), not inside whatever Python runs first.
