@@ -56,7 +56,8 @@ class RankCommands:
     def do_ranks(self, arg):
         """ranks
         Every rank of the job: its state (waiting at file:line, prompt, running, finished, failed, quit), its
-        host and pid, from what the ranks publish in the c10d store. `*` marks the rank reading the terminal."""
+        host and pid, from what the ranks publish in the c10d store. `*` marks the rank reading the terminal.
+        Example: ranks"""
         if parse_args(arg, self.do_ranks).words:
             raise CommandError("takes no arguments (usage: ranks)")
         job = self._job_or_error()
@@ -75,7 +76,8 @@ class RankCommands:
     def do_rank(self, arg):
         """rank K
         Hand the terminal to rank K, which must be waiting at a stop: its prompt opens there, and it is the
-        interactive rank at the next stops. This rank waits here until rank K continues (`c`)."""
+        interactive rank at the next stops. This rank waits here until rank K continues (`c`).
+        Example: rank 1"""
         words = parse_args(arg, self.do_rank).words
         job = self._job_or_error()
         if len(words) != 1 or not words[0].isdigit():
@@ -100,7 +102,8 @@ class RankCommands:
         """rank0 [on | off | skip N]
         The job's stop policy. on (default): one rank (LLMPDB_RANK, default 0) prompts, the others wait at
         the same breakpoint and resume when it continues. off: the other ranks run through breakpoints.
-        skip N: the next N hits of the breakpoint this stop began at run through on every rank."""
+        skip N: the next N hits of the breakpoint this stop began at run through on every rank.
+        Example: rank0 skip 3"""
         args = parse_args(arg, self.do_rank0)
         job = self._job_or_error()
         policy = job.policy()
