@@ -38,7 +38,7 @@ from .config import describe_config, locate_config, looks_like_config, text_conf
 from .dims_roles import module_sizes, names_by_role, role_of
 from .frames import frame_locals, frame_self
 from .kinds import is_module, library_attr, static_attr, stored
-from .safe import is_tensor
+from .safe import is_tensor, no_torch_function
 
 __all__ = ["DimNamer", "config_sizes", "frame_batch_seq"]
 
@@ -92,7 +92,8 @@ def _shape(value: Any) -> tuple[int, ...] | None:
     if not is_tensor(value):
         return None
     try:
-        return tuple(int(s) for s in value.shape)
+        with no_torch_function():
+            return tuple(int(s) for s in value.shape)
     except Exception:  # nested/symbolic shapes say nothing reliable about batch and seq
         return None
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from ..units import format_shape
 from .frames import frame_locals, frame_self
 from .kinds import is_module, static_attr
-from .safe import is_tensor, short_dtype
+from .safe import is_tensor, no_torch_function, short_dtype
 
 __all__ = ["TensorArg", "is_plumbing", "step_plumbing", "is_module_forward", "tensor_arg", "short_dtype"]
 
@@ -79,9 +79,10 @@ class TensorArg:
 
 def _tensor_record(name: str, value) -> TensorArg | None:
     try:
-        device = value.device
-        device_text = None if device.type == "cpu" else str(device)
-        return TensorArg(name, tuple(int(d) for d in value.shape), short_dtype(value.dtype), device_text)
+        with no_torch_function():
+            device = value.device
+            device_text = None if device.type == "cpu" else str(device)
+            return TensorArg(name, tuple(int(d) for d in value.shape), short_dtype(value.dtype), device_text)
     except Exception:  # a tensor subclass whose metadata raises: not worth failing the row
         return None
 

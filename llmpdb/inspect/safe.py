@@ -12,13 +12,14 @@ such failures into values. ``safe_repr`` never reads tensor data: a tensor is de
 
 from __future__ import annotations
 
+import contextlib
 import reprlib
 import sys
 from typing import Any
 
 from ..units import format_shape
 
-__all__ = ["safe_repr", "safe_getattr", "is_tensor", "short_dtype", "tensor_brief", "type_name"]
+__all__ = ["safe_repr", "safe_getattr", "is_tensor", "short_dtype", "tensor_brief", "type_name", "no_torch_function"]
 
 _MISSING = object()
 
@@ -36,6 +37,15 @@ _DTYPES = {
 def type_name(obj: Any) -> str:
     """Usage: ``type_name(x)`` -> ``"LlamaForCausalLM"``; the class name, read from ``type()`` (no user code)."""
     return type(obj).__name__
+
+
+def no_torch_function():
+    """Usage: ``with no_torch_function(): t.shape``; a tensor subclass's ``__torch_function__`` (user code:
+    it may log, count or raise) does not run while llmpdb reads metadata or computes ``--stats``. Torch's
+    ``DisableTorchFunctionSubclass``; a no-op when torch is not loaded."""
+    torch = sys.modules.get("torch")
+    disable = getattr(getattr(torch, "_C", None), "DisableTorchFunctionSubclass", None) if torch else None
+    return disable() if disable is not None else contextlib.nullcontext()
 
 
 def short_dtype(dtype: Any) -> str:

@@ -46,7 +46,7 @@ from typing import Any
 from .frames import frame_locals
 from .kinds import (MISSING, instance_dict, is_hf, library_defines, sequence_items, sequence_iter, sequence_length,
                     stored)
-from .safe import is_tensor, safe_getattr, short_dtype, tensor_brief, type_name
+from .safe import is_tensor, no_torch_function, safe_getattr, short_dtype, tensor_brief, type_name
 from .stats import TensorStats, tensor_stats
 
 __all__ = [
@@ -179,6 +179,11 @@ def _flags(t: Any) -> tuple[str, ...]:
 
 def tensor_info(t: Any, path: str, stats: bool = False) -> TensorInfo:
     """Usage: ``tensor_info(t, "outputs.logits")``; metadata only, plus ``tensor_stats`` if ``stats``."""
+    with no_torch_function():
+        return _tensor_info(t, path, stats)
+
+
+def _tensor_info(t: Any, path: str, stats: bool) -> TensorInfo:
     grad_fn = safe_getattr(t, "grad_fn", None)
     return TensorInfo(
         path=path,

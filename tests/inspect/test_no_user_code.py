@@ -277,7 +277,8 @@ def test_a_local_that_raises_when_looked_at_is_skipped_with_a_note():
     assert kv.splitlines()[0] == "skipped exploding (RuntimeError): raised while looked at"
     assert kv.splitlines()[1].startswith("kv_state: DynamicCache  2 layers  seq 5 (filled)")
     assert row(shapes, "ids")[1] == "(1, 5)" and row(shapes, "kv_state.layers[0].keys")[1] == "(1, 2, 5, 16)"
-    assert "exploding[0][0]: not searched (RuntimeError: boom)" in shapes
+    # shapes reads metadata with __torch_function__ disabled: the subclass's shape shows, nothing raised
+    assert row(shapes, "exploding[0][0]")[1] == "(1, 2, 3, 4)" and "boom" not in shapes
 
 
 class TakesAnything(nn.Module):
@@ -310,3 +311,26 @@ def test_hostile_forward_argument():
     assert bm == "module breakpoint 1: proj -> proj"
     assert wf.startswith("TakesAnything.forward")
     assert row(shapes, "x")[1] == "(1, 4)"
+
+
+class LoggedTensor(torch.Tensor):
+    """A tensor subclass whose ``__torch_function__`` (user code) records every torch call made on it."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        ACCESSES.append(f"LoggedTensor:{getattr(func, '__name__', func)}")
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def logged_tensor_frame():
+    logged = torch.arange(6.0).reshape(2, 3).as_subclass(LoggedTensor)
+    ACCESSES.clear()
+    breakpoint()
+    return logged
+
+
+def test_shapes_reads_a_tensor_subclass_without_its_torch_function():
+    out = answers(debug_transcript(logged_tensor_frame, ["c", "shapes", "shapes --stats", "c"]))
+    assert ACCESSES == []
+    assert row(out[1], "logged")[1:3] == ["(2, 3)", "f32"] and "LoggedTensor" in out[1]
+    assert row(out[2], "logged")[-4:] == ["0", "5", "2.5", "1.87"], out[2]
