@@ -1,0 +1,140 @@
+"""The attached client as the debugger's standard input and output for a stop (file-like wrappers).
+
+Usage::
+
+    seat = Seat(listener)
+    seat.conn = listener.wait_client(deadline)
+    debugger.stdin, debugger.stdout = seat.stdin, seat.stdout   # cmd.Cmd reads lines, writes text
+    ...
+    seat.ended      # None while attached; "detach" (Ctrl-D in the client) or "drop" (connection lost)
+
+Output is sent in whole lines (``O`` frames); when the debugger reads a line, the text after the last
+newline (the prompt) goes in a ``P`` frame, so the client can show it as its line editor's prompt. While
+the debugger waits for a line, a second client is told who holds the session and closed. Nothing here
+raises into the debugger: a lost connection is an end of input.
+"""
+
+from __future__ import annotations
+
+import select
+import time
+
+from .remote import HELLO_SECONDS, Connection, Listener
+
+__all__ = ["Seat"]
+
+
+class _SeatOutput:
+    encoding = "utf-8"
+    errors = "replace"
+    closed = False
+
+    def __init__(self, seat: "Seat"):
+        self._seat = seat
+        self._buffer = ""
+
+    def write(self, text) -> int:
+        text = str(text)
+        self._buffer += text
+        if "\n" in text and len(self._buffer) > 8192:
+            self.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        """Send the whole lines written so far; the partial last line waits (it may be the prompt)."""
+        cut = self._buffer.rfind("\n") + 1
+        if cut:
+            self._send(self._buffer[:cut])
+            self._buffer = self._buffer[cut:]
+
+    def take_tail(self) -> str:
+        self.flush()
+        tail, self._buffer = self._buffer, ""
+        return tail
+
+    def flush_all(self) -> None:
+        tail = self.take_tail()
+        if tail:
+            self._send(tail)
+
+    def _send(self, text: str) -> None:
+        conn = self._seat.conn
+        if conn is not None:
+            conn.send("O", text)
+
+    def isatty(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return True
+
+
+class _SeatInput:
+    encoding = "utf-8"
+    closed = False
+
+    def __init__(self, seat: "Seat"):
+        self._seat = seat
+
+    def isatty(self) -> bool:
+        return False
+
+    def readable(self) -> bool:
+        return True
+
+    def readline(self, *ignored) -> str:
+        """The client's next line; ``""`` when it detached or its connection was lost (``seat.ended``)."""
+        seat = self._seat
+        conn = seat.conn
+        if conn is None or not conn.send("P", seat.stdout.take_tail()):
+            seat.ended = seat.ended or "drop"
+            return ""
+        while True:
+            waiting = [conn.sock] + ([seat.listener.sock] if seat.listener.sock is not None else [])
+            try:
+                ready = select.select(waiting, [], [])[0]
+            except InterruptedError:
+                continue
+            except (OSError, ValueError):
+                ready = [conn.sock]
+            if seat.listener.sock in ready:
+                seat.listener.accept_one(time.time() + HELLO_SECONDS, holder=conn)
+                if conn.sock not in ready:
+                    continue
+            frame = conn.recv()
+            if frame is None:
+                seat.ended = "drop"
+                return ""
+            kind, text = frame
+            if kind == "L":
+                return text.replace("\n", " ") + "\n"
+            if kind == "D":
+                seat.ended = "detach"
+                return ""
+
+
+class Seat:
+    """Who is attached: ``conn`` (an authenticated Connection or None), ``stdin``/``stdout`` for cmd."""
+
+    def __init__(self, listener: Listener):
+        self.listener = listener
+        self.conn: Connection | None = None
+        self.ended: str | None = None
+        self.stdin = _SeatInput(self)
+        self.stdout = _SeatOutput(self)
+
+    def take(self, conn: Connection) -> None:
+        """A new client sits down (first attach or re-attach)."""
+        if self.conn is not None and self.conn is not conn:
+            self.conn.close()
+        self.conn = conn
+        self.ended = None
+
+    def leave(self, kind: str, text: str = "") -> None:
+        """Flush, send a last frame (``C`` continue, ``Q`` over) and, for ``Q``, close."""
+        self.stdout.flush_all()
+        if self.conn is not None:
+            self.conn.send(kind, text)
+            if kind == "Q":
+                self.conn.close()
+                self.conn = None
