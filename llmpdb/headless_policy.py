@@ -169,11 +169,11 @@ def _module_path(frame) -> str:
 
 
 def stop_line(policy: str, frame) -> str:
-    """``llmpdb log 2026-12-03T13:50:01Z pid 4242 r0 work.py:5 work() · model.layers.0 (LlamaDecoderLayer)``"""
+    """``llmpdb log 2026-12-03T13:50:01Z r0 work.py:5 work() · model.layers.0 (LlamaDecoderLayer)``"""
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     rank = current_rank()
     rank_text = f" r{rank}" if rank is not None else ""
-    return f"llmpdb {policy} {stamp} pid {os.getpid()}{rank_text} {_where(frame)}{_module_path(frame)}"
+    return f"llmpdb {policy} {stamp}{rank_text} {_where(frame)}{_module_path(frame)}"
 
 
 def _where(frame) -> str:
