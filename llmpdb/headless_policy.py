@@ -113,6 +113,7 @@ class _State:
         self.stdin_ran_out = False
         self.hits: Counter = Counter()
         self.noted: set[str] = set()
+        self.pid = os.getpid()
 
     def note_once(self, line: str) -> None:
         if line not in self.noted:
@@ -120,6 +121,8 @@ class _State:
             _log(line)
 
     def listener_or_none(self) -> Listener | None:
+        if self.pid != os.getpid():  # a forked child (a data-loader worker) gets its own listener
+            self.__init__()
         if self.listener is None and self.failed is None:
             listener = Listener.from_spec(os.environ.get("LLMPDB_LISTEN", ""), log=_log)
             try:
@@ -143,6 +146,8 @@ class _State:
         return n <= LOG_FIRST or n % LOG_EVERY == 0, note
 
     def close(self) -> None:
+        if self.pid != os.getpid():
+            return
         if self.seat is not None:
             self.seat.leave("Q", "llmpdb: the program ended")
         if self.listener is not None:
@@ -264,7 +269,7 @@ class HeadlessPolicyMixin:
             _STATE.note_once(_STATE.failed)
             return self._headless_skip(frame, args, kwargs)
         seat = _STATE.seat
-        if seat.conn is None or not seat.conn.alive:
+        if not seat.still_there():
             wait = 0.0 if _STATE.gave_up else _attach_timeout()
             logged, note = _STATE.count(_site(frame)) if _STATE.gave_up else (True, None)
             if note:

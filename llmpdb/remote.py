@@ -140,6 +140,17 @@ def _recv(sock: socket.socket, limit: int = _MAX_FRAME) -> tuple[str, str] | Non
     return kind.decode("ascii", "replace"), body.decode("utf-8", "replace")
 
 
+def _discard(sock: socket.socket, seconds: float = 0.5, limit: int = 1 << 16) -> None:
+    """Read and drop what the peer sent (never interpreted) until it closes, ``seconds`` or ``limit``."""
+    sock.settimeout(seconds)
+    dropped = 0
+    while dropped < limit:
+        chunk = sock.recv(4096)
+        if not chunk:
+            return
+        dropped += len(chunk)
+
+
 class Connection:
     """One authenticated peer. ``send`` never raises (a failed send marks the connection dead); ``recv``
     returns ``(kind, text)`` or None when the peer is gone."""
@@ -305,6 +316,11 @@ class Listener:
             conn.send("E", f"llmpdb: this job is held by {holder.who} (attached at {since} UTC); "
                            "try again when it detaches")
             self.log(f"llmpdb: told {conn.who} that {holder.who} holds the session")
+            try:
+                conn.sock.shutdown(socket.SHUT_WR)
+                _discard(conn.sock, seconds=0.2)
+            except OSError:
+                pass
             conn.close()
             return None
         return conn
@@ -352,6 +368,8 @@ class Listener:
         self.log(f"llmpdb: refused a connection from {where}: {why}; nothing was run")
         try:
             _send(sock, "E", f"llmpdb: refused: {why}")
+            sock.shutdown(socket.SHUT_WR)
+            _discard(sock)  # closing with unread bytes would reset the connection before the client reads why
         except OSError:
             pass
         sock.close()

@@ -130,6 +130,22 @@ class Seat:
         self.conn = conn
         self.ended = None
 
+    def still_there(self) -> bool:
+        """True when a client sits here and has not detached (Ctrl-D) or gone while the program ran."""
+        conn = self.conn
+        if conn is None or not conn.alive:
+            return False
+        try:
+            pending = bool(select.select([conn.sock], [], [], 0)[0])
+        except (OSError, ValueError):
+            pending = True
+        if pending:  # nothing is typed while the program runs: this is a detach or the connection's end
+            conn.recv(timeout=1)
+            conn.close()
+            self.conn = None
+            return False
+        return True
+
     def leave(self, kind: str, text: str = "") -> None:
         """Flush, send a last frame (``C`` continue, ``Q`` over) and, for ``Q``, close."""
         self.stdout.flush_all()

@@ -56,7 +56,7 @@ _ATTACH = re.compile(r"python -m llmpdb attach (\S+)(?: --token-file (\S+))?")
 class Job:
     """A script run as a batch job: no terminal, its stderr in a file, its own socket directory."""
 
-    def __init__(self, tmp_path, source: str = SCRIPT, **env: str):
+    def __init__(self, tmp_path, source: str = SCRIPT, llmpdb_args: list[str] | None = None, **env: str):
         self.run_dir = tempfile.mkdtemp(prefix="lr", dir="/tmp")  # short: Unix socket paths are limited
         os.chmod(self.run_dir, 0o700)
         script = tmp_path / "job.py"
@@ -67,7 +67,8 @@ class Job:
         for key in [k for k, v in self.env.items() if v is None]:  # None: not set at all
             del self.env[key]
         with open(self.err_path, "w") as err:
-            self.proc = subprocess.Popen([sys.executable, str(script)], cwd=str(tmp_path), env=self.env,
+            argv = ["-m", "llmpdb", *llmpdb_args] if llmpdb_args is not None else []
+            self.proc = subprocess.Popen([sys.executable, *argv, str(script)], cwd=str(tmp_path), env=self.env,
                                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, text=True)
 
     def stderr(self) -> str:
@@ -161,8 +162,10 @@ def test_a_breakpoint_in_a_10000_step_loop_finishes_with_a_bounded_log(tmp_path,
     assert len(everything) < 20000
 
 
-def test_attach_over_the_unix_socket(tmp_path, jobs):
-    jobs.append(job := Job(tmp_path, LLMPDB_HEADLESS="attach", LLMPDB_ATTACH_TIMEOUT="60"))
+@pytest.mark.parametrize("base", ["pdb++", "stdlib"])
+def test_attach_over_the_unix_socket(tmp_path, jobs, base):
+    jobs.append(job := Job(tmp_path, LLMPDB_HEADLESS="attach", LLMPDB_ATTACH_TIMEOUT="60",
+                           LLMPDB_BASE="stdlib" if base == "stdlib" else None))
     args = job.attach_args()
     sock_path = args[0]
     assert stat.S_IMODE(os.stat(sock_path).st_mode) == 0o600
@@ -182,6 +185,28 @@ def test_attach_over_the_unix_socket(tmp_path, jobs):
     status, out = job.finish()
     assert status == 0 and "result 43" in out
     assert not os.path.exists(sock_path)  # removed at exit
+
+
+def test_listen_option_waits_from_the_first_line(tmp_path, jobs):
+    jobs.append(job := Job(tmp_path, llmpdb_args=["--listen", "unix"], LLMPDB_HEADLESS=None,
+                           LLMPDB_ATTACH_TIMEOUT="60"))
+    job.wait_for(r"job\.py:2 <module>\(\): waiting 60 s for a client")
+    with client(job.attach_args(), job.env) as s:
+        assert "job.py(2)<module>()" in s.wait_prompt()
+        assert "job.py(7)work()" in s.run("c")
+        assert "job.py(9)work()" in s.run("c")
+        s.child.sendline("c")
+        s.child.expect(pexpect.EOF)
+        assert "the program ended" in s.child.before
+    status, out = job.finish()
+    assert status == 0 and "result 43" in out and "llmpdb: the program finished" in out
+
+
+def test_headless_option_of_the_command_line(tmp_path, jobs):
+    jobs.append(job := Job(tmp_path, llmpdb_args=["--headless", "skip", "-c", "continue"], LLMPDB_HEADLESS=None))
+    status, out = job.finish()
+    assert status == 0 and "result 43" in out
+    assert len(re.findall(r"llmpdb skip .*job\.py:\d+ work\(\): continuing", job.stderr())) == 2
 
 
 def test_attach_over_loopback_tcp_with_the_token(tmp_path, jobs):
@@ -225,6 +250,21 @@ def test_a_dropped_client_with_nobody_coming_back_continues(tmp_path, jobs):
     status, out = job.finish()
     assert status == 0 and "result 43" in out
     assert "no client came back within 2 s; continuing" in job.stderr()
+
+
+def test_ctrl_d_while_the_program_runs_detaches_before_the_next_stop(tmp_path, jobs):
+    slow = SCRIPT.replace("total += 1\n", "total += 1\n    import time; time.sleep(3)\n")
+    jobs.append(job := Job(tmp_path, slow, LLMPDB_HEADLESS="attach", LLMPDB_ATTACH_TIMEOUT="2"))
+    with client(job.attach_args(), job.env) as s:
+        s.wait_prompt()
+        s.child.sendline("c")
+        s.child.expect("you stay attached until its next stop")
+        s.child.sendeof()
+        s.child.expect(pexpect.EOF)
+        assert "detached; the program continues" in s.child.before
+    status, out = job.finish()
+    assert status == 0 and "result 43" in out
+    assert job.stderr().count("waiting 2 s for a client") == 2  # the next stop waited for a new client
 
 
 def test_a_second_client_is_told_who_holds_the_session(tmp_path, jobs):
