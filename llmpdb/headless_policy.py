@@ -64,9 +64,9 @@ def input_is_absent(stream) -> bool:
         return True
     try:
         fd = stream.fileno()
-    except io.UnsupportedOperation:
-        return False  # an in-memory stream: it holds what it holds
-    except (OSError, ValueError, AttributeError):
+    except (io.UnsupportedOperation, AttributeError):
+        return False  # an in-memory or custom stream (a test's, an attached client's): it holds what it holds
+    except (OSError, ValueError):
         return True
     try:
         info = os.fstat(fd)

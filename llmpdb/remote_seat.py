@@ -16,6 +16,7 @@ raises into the debugger: a lost connection is an end of input.
 
 from __future__ import annotations
 
+import io
 import select
 import time
 
@@ -65,6 +66,9 @@ class _SeatOutput:
     def isatty(self) -> bool:
         return False
 
+    def fileno(self) -> int:
+        raise io.UnsupportedOperation("an attached client has no file descriptor")
+
     def writable(self) -> bool:
         return True
 
@@ -78,6 +82,9 @@ class _SeatInput:
 
     def isatty(self) -> bool:
         return False
+
+    def fileno(self) -> int:
+        raise io.UnsupportedOperation("an attached client has no file descriptor")
 
     def readable(self) -> bool:
         return True
