@@ -151,13 +151,16 @@ def test_skip_logs_one_line_and_finishes(tmp_path, jobs):
     assert "(llmpdb tour)" not in out + job.stderr()
 
 
-@pytest.mark.parametrize("policy", ["log", "skip"])
+@pytest.mark.parametrize("policy", ["log", "skip", "attach"])
 def test_a_breakpoint_in_a_10000_step_loop_finishes_with_a_bounded_log(tmp_path, jobs, policy):
-    jobs.append(job := Job(tmp_path, LOOP, LLMPDB_HEADLESS=policy, LLMPDB_TOUR="p i"))
+    jobs.append(job := Job(tmp_path, LOOP, LLMPDB_HEADLESS=policy, LLMPDB_TOUR="p i", LLMPDB_ATTACH_TIMEOUT="1"))
     status, out = job.finish(timeout=100)
     assert status == 0 and "sum 49995000" in out
     everything = out + job.stderr()
-    assert len(re.findall(rf"llmpdb {policy} ", everything)) == 10 + 10  # hits 1-10, then 1000, 2000...
+    # log, skip: hits 1-10, then 1000, 2000... 10000; attach: the first stop waits, then the 9,999 that do
+    # not wait are counted the same way (1-10, then 1000... 9000)
+    expected = 1 + 10 + 9 if policy == "attach" else 10 + 10
+    assert len(re.findall(rf"^llmpdb {policy} ", everything, re.M)) == expected
     assert everything.count("stopped 10 times; from now on 1 hit in 1000 is logged") == 1
     assert len(everything) < 20000
 
