@@ -92,6 +92,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from .base import stdlib_pdb
     from .debugger import Pdb
+    from .headless_policy import install_attach_signal
     from .hooks import install, set_debugger
 
     target_class = stdlib_pdb._ModuleTarget if as_module else stdlib_pdb._ScriptTarget
@@ -110,6 +111,7 @@ def main(argv: list[str] | None = None) -> None:
     debugger = Pdb()
     set_debugger(debugger)
     install()
+    install_attach_signal()  # kill -USR1 PID: stop at the next line (and wait for a client without a terminal)
     debugger.rcLines.extend(commands)
     debugger.initial_stop = True
     debugger.listen_from_start = _LISTEN_FROM_START

@@ -19,6 +19,8 @@ meaning (it continues) unless ``--listen`` was given.
   module path and the rank; then the program continues.
 - ``skip``: one line, then continue.
 
+Under ``python -m llmpdb``, ``kill -USR1 PID`` stops the program at its next line (``install_attach_signal``).
+
 Repeated hits of one site (file and line) are rate-limited for ``log``, ``skip`` and the no-wait stops of
 ``attach``: the first 10 hits are logged, then every 1000th, with a one-line note at the 11th.
 Policy lines go to standard error, the job's log (the debugger's output may be the client or the log file).
@@ -30,6 +32,7 @@ import atexit
 import io
 import json
 import os
+import signal
 import stat
 import sys
 import time
@@ -41,7 +44,7 @@ from .remote import Listener, RemoteError
 from .remote_seat import Seat
 
 __all__ = ["HeadlessPolicyMixin", "POLICIES", "DEFAULT_ATTACH_TIMEOUT", "LOG_FIRST", "LOG_EVERY",
-           "input_is_absent", "chosen_policy"]
+           "input_is_absent", "chosen_policy", "install_attach_signal"]
 
 POLICIES = ("attach", "log", "skip")
 DEFAULT_ATTACH_TIMEOUT = 120.0
@@ -155,6 +158,23 @@ class _State:
 
 
 _STATE = _State()
+
+
+def install_attach_signal() -> None:
+    """Usage: ``install_attach_signal()`` (``python -m llmpdb`` does it); ``kill -USR1 PID`` then stops the
+    program at its next line, where the policy applies (``attach`` waits its full timeout again)."""
+    sigusr1 = getattr(signal, "SIGUSR1", None)
+    if sigusr1 is not None and signal.getsignal(sigusr1) == signal.SIG_DFL:
+        signal.signal(sigusr1, _stop_on_signal)
+
+
+def _stop_on_signal(signum, frame) -> None:
+    from .session import SESSION
+
+    _STATE.gave_up = False
+    if SESSION.stopper is not None and frame is not None:
+        _log(f"llmpdb: SIGUSR1: stopping at {_where(frame)}")
+        SESSION.stopper(frame, None)
 
 
 def _site(frame) -> tuple[str, int]:

@@ -212,6 +212,35 @@ def test_headless_option_of_the_command_line(tmp_path, jobs):
     assert len(re.findall(r"llmpdb skip .*job\.py:\d+ work\(\): continuing", job.stderr())) == 2
 
 
+def test_sigusr1_asks_a_running_job_to_stop_and_wait_for_a_client(tmp_path, jobs):
+    waiting = textwrap.dedent(
+        """
+        import os, time
+        flag = os.path.join(os.path.dirname(os.path.abspath(__file__)), "started")
+        open(flag, "w").close()
+        deadline, i = time.time() + 60, 0
+        while time.time() < deadline and not os.path.exists(flag + ".done"):
+            i += 1
+            time.sleep(0.01)
+        print("stopped looping", i > 0, flush=True)
+        """
+    )
+    jobs.append(job := Job(tmp_path, waiting, llmpdb_args=["-c", "continue"], LLMPDB_HEADLESS="attach",
+                           LLMPDB_ATTACH_TIMEOUT="60"))
+    deadline = time.time() + 60
+    while not (tmp_path / "started").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    os.kill(job.proc.pid, signal.SIGUSR1)
+    job.wait_for(r"SIGUSR1: stopping at \S+job\.py:\d+ <module>\(\)")
+    with client(job.attach_args(), job.env) as s:
+        s.wait_prompt()
+        s.run(f"!open({str(tmp_path / 'started.done')!r}, 'w').close()")
+        s.child.sendline("c")
+        s.child.expect(pexpect.EOF)
+    status, out = job.finish()
+    assert status == 0 and "stopped looping True" in out
+
+
 def test_attach_over_loopback_tcp_with_the_token(tmp_path, jobs):
     jobs.append(job := Job(tmp_path, LLMPDB_HEADLESS="attach", LLMPDB_LISTEN="tcp", LLMPDB_ATTACH_TIMEOUT="60"))
     args = job.attach_args()
