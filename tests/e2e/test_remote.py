@@ -108,8 +108,10 @@ def jobs():
         job.kill()
 
 
-def client(args: list[str], env: dict) -> PtySession:
-    return PtySession(["-m", "llmpdb", "attach", *args], env={**env, "PYTHONPATH": ROOT}, timeout=30)
+def client(args: list[str], env: dict, home: str | None = None) -> PtySession:
+    home = home or tempfile.mkdtemp(prefix="home", dir="/tmp")  # the client's history file lands there
+    return PtySession(["-m", "llmpdb", "attach", *args], env={**env, "PYTHONPATH": ROOT, "HOME": home},
+                      timeout=30)
 
 
 def test_attach_with_a_short_timeout_continues_and_exits_in_time(tmp_path, jobs):
@@ -174,11 +176,17 @@ def test_attach_over_the_unix_socket(tmp_path, jobs, base):
     assert stat.S_IMODE(os.stat(sock_path).st_mode) == 0o600
     assert stat.S_IMODE(os.stat(os.path.dirname(sock_path)).st_mode) == 0o700
     assert os.path.basename(sock_path) == f"job-{job.proc.pid}.sock"
-    with client(args, job.env) as s:
+    home = str(tmp_path)
+    with client(args, job.env, home) as s:
         first = s.wait_prompt()
         assert "attached to pid" in first and "job.py(7)work()" in first
         shapes = s.run("shapes")
         assert re.search(r"hidden\s+\(2, 3\)\s+f32", shapes), shapes
+        s.child.send("stack-mo\t")  # completion of command names
+        s.child.expect("stack-model")
+        s.child.send("\x15")  # readline: kill the line
+        s.child.sendintr()  # Ctrl-C at the prompt: a fresh prompt, the session goes on
+        s.wait_prompt()
         after_c = s.run("c")  # the client stays attached and gets the next stop
         assert "the program continues" in after_c and "job.py(9)work()" in after_c
         assert s.run("p total").strip() == "43"
@@ -188,6 +196,7 @@ def test_attach_over_the_unix_socket(tmp_path, jobs, base):
     status, out = job.finish()
     assert status == 0 and "result 43" in out
     assert not os.path.exists(sock_path)  # removed at exit
+    assert "shapes\n" in (tmp_path / ".llmpdb_attach_history").read_text()
 
 
 def test_listen_option_waits_from_the_first_line(tmp_path, jobs):
