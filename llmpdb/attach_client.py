@@ -24,12 +24,39 @@ import shutil
 import sys
 from pathlib import Path
 
-from .remote import RemoteError, attachable, connect, parse_target, socket_dir
+from .remote import RemoteError, connect, parse_target, socket_dir
 
 __all__ = ["main"]
 
 USAGE = "usage: python -m llmpdb attach [TARGET] [--token-file FILE]"
 HISTORY = Path.home() / ".llmpdb_attach_history"
+
+
+def attachable() -> list[tuple[Path, int, str]]:
+    """Usage: ``attachable()`` -> ``[(socket path, pid, command line), ...]`` for this user's live jobs."""
+    try:
+        directory = socket_dir()
+    except RemoteError:
+        return []
+    found = []
+    for path in sorted(directory.glob("job-*.sock")) + sorted(directory.glob("job-*.token")):
+        pid_text = path.stem.split("-")[1] if path.stem.count("-") >= 1 else ""
+        if not pid_text.isdigit():
+            continue
+        pid = int(pid_text)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        except PermissionError:
+            pass
+        try:
+            raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+            cmdline = " ".join(part.decode("utf-8", "replace") for part in raw.split(b"\0") if part)
+        except OSError:
+            cmdline = "?"
+        found.append((path, pid, cmdline))
+    return found
 
 
 def _readline(commands: list[str]):
@@ -113,7 +140,10 @@ def _session(sock, hello: dict) -> int:
         kind, text = frame
         running = False
         if kind == "W":
-            info = json.loads(text or "{}")
+            try:
+                info = json.loads(text or "{}")
+            except ValueError:
+                info = {}
             if readline is None:
                 readline = _readline(info.get("commands", []))
                 print(f"llmpdb: attached to pid {info.get('pid')}, stopped at {info.get('where', '?')}")

@@ -8,7 +8,7 @@ Usage (server side, one per process; ``llmpdb.headless_policy`` drives it)::
     conn = listener.wait_client(deadline) # an authenticated Connection, or None at the deadline
 
 Client side: ``connect("tcp:127.0.0.1:5678", token)`` / ``connect("/run/.../job-4242.sock")``;
-``attachable()`` lists this user's sockets.
+``llmpdb.attach_client`` lists this user's sockets.
 
 Transports. The default is a Unix socket ``job-PID[-rRANK].sock`` (mode 0600) in a per-user directory,
 ``$XDG_RUNTIME_DIR/llmpdb`` or ``/tmp/llmpdb-UID`` (created 0700; a directory owned by another user, a
@@ -36,14 +36,15 @@ import select
 import socket
 import stat
 import struct
+import sys
 import time
 from pathlib import Path
 from typing import Callable
 
 from .distributed import current_rank
 
-__all__ = ["Listener", "Connection", "RemoteError", "connect", "socket_dir", "attachable", "parse_target",
-           "job_name", "HELLO_SECONDS"]
+__all__ = ["Listener", "Connection", "RemoteError", "connect", "socket_dir", "parse_target", "job_name",
+           "HELLO_SECONDS"]
 
 HELLO_SECONDS = 10.0          # a connection must say hello (and for TCP, give the token) within this
 _HEADER = struct.Struct(">cI")
@@ -138,6 +139,16 @@ def _recv(sock: socket.socket, limit: int = _MAX_FRAME) -> tuple[str, str] | Non
     if body is None:
         return None
     return kind.decode("ascii", "replace"), body.decode("utf-8", "replace")
+
+
+def _peer_uid(sock: socket.socket) -> int:
+    """The uid of a Unix socket's peer: ``SO_PEERCRED`` (Linux), ``LOCAL_PEERCRED`` (macOS: struct xucred,
+    version then uid); OSError where neither exists, and the connection is refused."""
+    if hasattr(socket, "SO_PEERCRED"):
+        return _CRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size))[1]
+    if sys.platform == "darwin":
+        return struct.unpack("2I", sock.getsockopt(0, 0x001, 76)[:8])[1]
+    raise OSError("no way to read a peer's uid on this platform")
 
 
 def _discard(sock: socket.socket, seconds: float = 0.5, limit: int = 1 << 16) -> None:
@@ -330,9 +341,9 @@ class Listener:
         where = self._peer_text(sock, peer)
         if self.kind == "unix":
             try:
-                _pid, uid, _gid = _CRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size))
+                uid = _peer_uid(sock)
             except OSError as exc:
-                return self._refuse(sock, where, f"cannot read its credentials ({exc.strerror})")
+                return self._refuse(sock, where, f"cannot read its credentials ({exc.strerror or exc})")
             if uid != os.getuid():
                 return self._refuse(sock, where, f"uid {uid} is not this job's uid {os.getuid()}")
         try:
@@ -410,30 +421,3 @@ def connect(target: str, timeout: float = 10.0) -> socket.socket:
         raise RemoteError(f"cannot connect to {target}: {reason}") from None
     sock.settimeout(None)
     return sock
-
-
-def attachable() -> list[tuple[Path, int, str]]:
-    """Usage: ``attachable()`` -> ``[(socket path, pid, command line), ...]`` for this user's live jobs."""
-    try:
-        directory = socket_dir()
-    except RemoteError:
-        return []
-    found = []
-    for path in sorted(directory.glob("job-*.sock")) + sorted(directory.glob("job-*.token")):
-        pid_text = path.stem.split("-")[1] if path.stem.count("-") >= 1 else ""
-        if not pid_text.isdigit():
-            continue
-        pid = int(pid_text)
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            continue
-        except PermissionError:
-            pass
-        try:
-            raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-            cmdline = " ".join(part.decode("utf-8", "replace") for part in raw.split(b"\0") if part)
-        except OSError:
-            cmdline = "?"
-        found.append((path, pid, cmdline))
-    return found

@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -109,7 +108,7 @@ def jobs():
 
 
 def client(args: list[str], env: dict, home: str | None = None) -> PtySession:
-    home = home or tempfile.mkdtemp(prefix="home", dir="/tmp")  # the client's history file lands there
+    home = home or env["XDG_RUNTIME_DIR"]  # the client's history file lands there, removed with the job
     return PtySession(["-m", "llmpdb", "attach", *args], env={**env, "PYTHONPATH": ROOT, "HOME": home},
                       timeout=30)
 
