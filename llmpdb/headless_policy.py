@@ -320,6 +320,9 @@ class HeadlessPolicyMixin:
             if seat.ended == "detach":
                 seat.leave("Q", "llmpdb: detached; the program continues")
                 _log("llmpdb: the client detached; the program continues")
+            elif getattr(self, "quitting", False):
+                seat.leave("Q", "llmpdb: quit (as `q` at a local prompt: the debugger stops the program)")
+                _log(f"llmpdb: {seat.conn.who if seat.conn else 'the client'} quit")
             elif seat.conn is not None and seat.conn.alive:
                 seat.leave("C", "llmpdb: the program continues; you stay attached until its next stop "
                                 "(Ctrl-D detaches)")

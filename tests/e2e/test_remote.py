@@ -307,6 +307,18 @@ def test_ctrl_d_while_the_program_runs_detaches_before_the_next_stop(tmp_path, j
     assert job.stderr().count("waiting 2 s for a client") == 2  # the next stop waited for a new client
 
 
+def test_q_in_the_client_quits_as_at_a_local_prompt(tmp_path, jobs):
+    jobs.append(job := Job(tmp_path, llmpdb_args=["-c", "continue"], LLMPDB_HEADLESS="attach",
+                           LLMPDB_ATTACH_TIMEOUT="60"))
+    with client(job.attach_args(), job.env) as s:
+        s.wait_prompt()
+        s.child.sendline("q")
+        s.child.expect(pexpect.EOF)
+        assert "llmpdb: quit (as `q` at a local prompt" in s.child.before
+    status, out = job.finish()
+    assert status == 0 and "llmpdb: quit" in out and "result" not in out
+
+
 def test_a_second_client_is_told_who_holds_the_session(tmp_path, jobs):
     jobs.append(job := Job(tmp_path, LLMPDB_HEADLESS="attach", LLMPDB_ATTACH_TIMEOUT="60"))
     args = job.attach_args()
