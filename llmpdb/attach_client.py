@@ -10,8 +10,9 @@ Usage::
 The job's log line names the exact command. The prompt has readline line editing, history (kept in
 ``~/.llmpdb_attach_history``) and completion of command names; colours come from the server when this
 terminal has them. Ctrl-D detaches: the stop continues the program. After ``c`` the client stays attached
-and gets the program's next stop; Ctrl-D (or Ctrl-C) while it runs detaches. Ctrl-C at the prompt clears
-the line. Exit status: 0 after a detach or the program's end, 1 when refused or unreachable, 2 for usage.
+and gets the program's next stop; while it runs, Ctrl-C stops it at its next line (as at a local prompt)
+and Ctrl-D detaches. Ctrl-C at the prompt clears the line. Exit status: 0 after a detach or the program's
+end, 1 when refused or unreachable, 2 for usage.
 """
 
 from __future__ import annotations
@@ -126,51 +127,68 @@ def _session(sock, hello: dict) -> int:
 
     conn = Connection(sock)
     conn.send("H", json.dumps(hello))
-    readline, running = None, False
+    state = {"readline": None, "running": False}
     while True:
-        if running:
-            if not _wait_while_running(conn):
-                conn.send("D")
-                print("\nllmpdb: detached; the program continues")
-                return 0
-        frame = conn.recv()
-        if frame is None:
-            print("\nllmpdb: the connection closed")
+        try:
+            status = _step(conn, state)
+        except KeyboardInterrupt:
+            if not state["running"]:
+                raise
+            print("\nllmpdb: interrupting the program; it stops at its next line")
+            conn.send("I")
+            continue
+        if status is not None:
+            return status
+
+
+def _step(conn, state: dict) -> int | None:
+    """One frame from the server (after waiting while the program runs); an exit status when done."""
+    if state["running"] and not _wait_while_running(conn):
+        conn.send("D")
+        print("\nllmpdb: detached; the program continues")
+        return 0
+    frame = conn.recv()
+    if frame is None:
+        print("\nllmpdb: the connection closed")
+        return 0
+    kind, text = frame
+    state["running"] = kind == "C"
+    if kind == "W":
+        try:
+            info = json.loads(text or "{}")
+        except ValueError:
+            info = {}
+        if state["readline"] is None:
+            state["readline"] = _readline(info.get("commands", []))
+            print(f"llmpdb: attached to pid {info.get('pid')}, stopped at {info.get('where', '?')}")
+        else:
+            print(f"llmpdb: the program stopped at {info.get('where', '?')}")
+    elif kind == "O":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    elif kind == "P":
+        line = _ask(text)
+        if line is None:
+            conn.send("D")
+            conn.recv(timeout=5)
+            print("\nllmpdb: detached; the program continues")
             return 0
-        kind, text = frame
-        running = False
-        if kind == "W":
-            try:
-                info = json.loads(text or "{}")
-            except ValueError:
-                info = {}
-            if readline is None:
-                readline = _readline(info.get("commands", []))
-                print(f"llmpdb: attached to pid {info.get('pid')}, stopped at {info.get('where', '?')}")
-            else:
-                print(f"llmpdb: the program stopped at {info.get('where', '?')}")
-        elif kind == "O":
-            sys.stdout.write(text)
-            sys.stdout.flush()
-        elif kind == "P":
-            line = _ask(text)
-            if line is None:
-                conn.send("D")
-                conn.recv(timeout=5)
-                print("\nllmpdb: detached; the program continues")
-                return 0
-            conn.send("L", line)
-        elif kind == "C":
-            print(text)
-            running = True
-        elif kind in ("Q", "E"):
-            print(text, file=sys.stderr if kind == "E" else sys.stdout)
-            return 1 if kind == "E" else 0
-        if readline is not None:
-            try:
-                readline.write_history_file(HISTORY)
-            except OSError:
-                pass
+        conn.send("L", line)
+        _save_history(state["readline"])
+    elif kind == "C":
+        print(text)
+    elif kind in ("Q", "E"):
+        print(text, file=sys.stderr if kind == "E" else sys.stdout)
+        return 1 if kind == "E" else 0
+    return None
+
+
+def _save_history(readline) -> None:
+    if readline is not None:
+        try:
+            readline.write_history_file(HISTORY)
+        except OSError:
+            pass
 
 
 def _ask(prompt: str) -> str | None:
@@ -184,18 +202,16 @@ def _ask(prompt: str) -> str | None:
 
 
 def _wait_while_running(conn) -> bool:
-    """While the program runs: False when the user pressed Ctrl-D or Ctrl-C, True when the server speaks."""
+    """While the program runs: True when the server speaks (the next stop), False after Ctrl-D (Ctrl-C is
+    the caller's: it asks the program to stop at its next line, as at a local prompt)."""
     watched = [conn.sock] + ([sys.stdin] if sys.stdin is not None and sys.stdin.isatty() else [])
-    try:
-        while True:
-            ready = select.select(watched, [], [])[0]
-            if conn.sock in ready:
-                return True
-            if not sys.stdin.readline():
-                return False
-            print("llmpdb: the program is running; commands wait for its next stop (Ctrl-D detaches)")
-    except KeyboardInterrupt:
-        return False
+    while True:
+        ready = select.select(watched, [], [])[0]
+        if conn.sock in ready:
+            return True
+        if not sys.stdin.readline():
+            return False
+        print("llmpdb: the program is running; Ctrl-C stops it, Ctrl-D detaches")
 
 
 def main(argv: list[str]) -> int:

@@ -152,6 +152,7 @@ class _State:
         if self.pid != os.getpid():
             return
         if self.seat is not None:
+            self.seat.stop_watching()
             self.seat.leave("Q", "llmpdb: the program ended")
         if self.listener is not None:
             self.listener.close()
@@ -175,6 +176,28 @@ def _stop_on_signal(signum, frame) -> None:
     if SESSION.stopper is not None and frame is not None:
         _log(f"llmpdb: SIGUSR1: stopping at {_where(frame)}")
         SESSION.stopper(frame, None)
+
+
+def _interrupt_main() -> None:
+    """The client's Ctrl-C: SIGINT in the main thread, as a Ctrl-C at a local terminal (pdb's handler after
+    ``c`` stops at the next line). Sent once the main thread has left the debugger's own code: a stop asked
+    for while the debugger is still on its way out of the last stop would be undone by it."""
+    import _thread
+    import threading
+
+    _log("llmpdb: the client pressed Ctrl-C; interrupting the program")
+    main = threading.main_thread().ident
+    for _ in range(300):
+        frame = sys._current_frames().get(main)
+        if frame is None or not _is_debugger_frame(frame):
+            break
+        time.sleep(0.01)
+    _thread.interrupt_main(signal.SIGINT)
+
+
+def _is_debugger_frame(frame) -> bool:
+    name = frame.f_globals.get("__name__", "")
+    return name in ("bdb", "pdb", "pdbpp", "cmd") or name == "llmpdb" or name.startswith("llmpdb.")
 
 
 def _site(frame) -> tuple[str, int]:
@@ -289,6 +312,7 @@ class HeadlessPolicyMixin:
             _STATE.note_once(_STATE.failed)
             return self._headless_skip(frame, args, kwargs)
         seat = _STATE.seat
+        seat.stop_watching()
         if not seat.still_there():
             wait = 0.0 if _STATE.gave_up else _attach_timeout()
             logged, note = _STATE.count(_site(frame)) if _STATE.gave_up else (True, None)
@@ -325,7 +349,8 @@ class HeadlessPolicyMixin:
                 _log(f"llmpdb: {seat.conn.who if seat.conn else 'the client'} quit")
             elif seat.conn is not None and seat.conn.alive:
                 seat.leave("C", "llmpdb: the program continues; you stay attached until its next stop "
-                                "(Ctrl-D detaches)")
+                                "(Ctrl-C stops it, as at a local prompt; Ctrl-D detaches)")
+                seat.watch(_interrupt_main)
 
     def _seat_in(self, seat: Seat, frame) -> None:
         hello = seat.conn.hello

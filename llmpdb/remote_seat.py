@@ -17,8 +17,11 @@ raises into the debugger: a lost connection is an end of input.
 from __future__ import annotations
 
 import io
+import os
 import select
+import threading
 import time
+from typing import Callable
 
 from .remote import HELLO_SECONDS, Connection, Listener
 
@@ -129,6 +132,49 @@ class Seat:
         self.ended: str | None = None
         self.stdin = _SeatInput(self)
         self.stdout = _SeatOutput(self)
+        self._watcher: threading.Thread | None = None
+        self._wake: int | None = None
+
+    def watch(self, interrupt: Callable[[], None]) -> None:
+        """While the program runs, a thread reads the client: ``I`` (Ctrl-C) calls ``interrupt``, ``D``
+        (Ctrl-D) detaches, the connection's end is noted; ``stop_watching`` ends it before the next stop."""
+        conn = self.conn
+        if conn is None or not conn.alive or self._watcher is not None:
+            return
+        wake_read, self._wake = os.pipe()
+
+        def run() -> None:
+            try:
+                while True:
+                    ready = select.select([conn.sock, wake_read], [], [])[0]
+                    if wake_read in ready:
+                        return
+                    frame = conn.recv()
+                    if frame is None:
+                        return
+                    if frame[0] == "I":
+                        interrupt()
+                    elif frame[0] == "D":
+                        conn.close()
+                        return
+            except (OSError, ValueError):
+                return
+            finally:
+                os.close(wake_read)
+
+        self._watcher = threading.Thread(target=run, name="llmpdb-attached-client", daemon=True)
+        self._watcher.start()
+
+    def stop_watching(self) -> None:
+        if self._watcher is None:
+            return
+        try:
+            os.write(self._wake, b"x")
+        except OSError:
+            pass
+        self._watcher.join(5)
+        os.close(self._wake)
+        self._watcher, self._wake = None, None
 
     def take(self, conn: Connection) -> None:
         """A new client sits down (first attach or re-attach)."""
