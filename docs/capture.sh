@@ -22,7 +22,7 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY=${PYTHON:-python}
-NAMES=(infer-tour train-tour commands help cli headless set-trace disable post-mortem)
+NAMES=(infer-tour train-tour commands stepping help cli headless set-trace disable post-mortem)
 
 # Run a command in a clean, fixed environment (no inherited llmpdb or breakpoint settings).
 clean_env() {
@@ -177,6 +177,23 @@ capture_commands() {
     session "$REPO" "python -m llmpdb examples/infer.py" -- "$PY" -m llmpdb examples/infer.py
 }
 
+capture_stepping() {
+    CMDS=(
+        c
+        c                                        # -> stop 2, at model(**inputs)
+        s                                        # -> LlamaForCausalLM.forward, plumbing stepped through
+        "p type(self).__name__"
+        sf                                       # -> the next module forward: LlamaModel
+        sf                                       # -> model.embed_tokens
+        c                                        # -> stop 3, after the call
+        n
+        n                                        # -> the generate() line
+        step-all                                 # -> torch's no_grad decorator around generate()
+        c
+    )
+    session "$REPO" "python -m llmpdb examples/infer.py" -- "$PY" -m llmpdb examples/infer.py
+}
+
 capture_help() {
     CMDS=(help "help shapes" "help stack-model" "help model" "help break-module" "help clear-module"
           "help where-forward" "help kv" "help statediff" "help break" "help EOF" q)
@@ -216,6 +233,7 @@ capture() {  # capture NAME: the transcript on stdout
         infer-tour) capture_infer_tour ;;
         train-tour) capture_train_tour ;;
         commands) capture_commands ;;
+        stepping) capture_stepping ;;
         help) capture_help ;;
         cli) capture_cli ;;
         headless) capture_headless ;;

@@ -119,24 +119,47 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _run(debugger, target) -> int:
-    try:
-        debugger._run(target)
-    except SystemExit as exc:
-        code = exc.code
-        print(f"llmpdb: the program exited via sys.exit({code!r})")
-        if code is None:
+    from .restart import RESTART
+
+    debugger.restartable = True  # `run` at a stop raises RESTART: caught here, the program runs again
+    while True:  # one pass a run of the program: `run`/`restart` at a stop (pdb's Restart) runs it again
+        try:
+            debugger._run(target)
+        except RESTART:
+            _restarting(debugger, target)
+            continue
+        except SystemExit as exc:
+            code = exc.code
+            _say(f"llmpdb: the program exited via sys.exit({code!r})")
+            if code is None:
+                return 0
+            return code if isinstance(code, int) else 1
+        except SyntaxError:
+            traceback.print_exc()
+            return 1
+        except BaseException as exc:
+            traceback.print_exc()
+            _say("llmpdb: uncaught exception; post-mortem debugging (`c` or `q` ends the program)")
+            try:
+                debugger.interaction(None, exc.__traceback__)
+            except RESTART:
+                _restarting(debugger, target)
+                continue
+            return 1
+        if getattr(debugger, "_user_requested_quit", False):
+            _say("llmpdb: quit")
             return 0
-        return code if isinstance(code, int) else 1
-    except SyntaxError:
-        traceback.print_exc()
-        return 1
-    except BaseException as exc:
-        traceback.print_exc()
-        print("llmpdb: uncaught exception; post-mortem debugging (`c` or `q` ends the program)")
-        debugger.interaction(None, exc.__traceback__)
-        return 1
-    if getattr(debugger, "_user_requested_quit", False):
-        print("llmpdb: quit")
+        _say("llmpdb: the program finished")
         return 0
-    print("llmpdb: the program finished")
-    return 0
+
+
+def _restarting(debugger, target) -> None:
+    _say(f"llmpdb: restarting {target} with arguments: {' '.join(sys.argv[1:])}".rstrip())
+    debugger.initial_stop = True
+
+
+def _say(text: str) -> None:
+    """Print one of llmpdb's own lines to stdout, or to stderr when stdout is closed (``>&-``)."""
+    from .streams import output_stream
+
+    print(text, file=output_stream(sys.stdout, sys.stderr))

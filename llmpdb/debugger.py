@@ -29,7 +29,11 @@ from .headless import HeadlessMixin
 from .headless_policy import HeadlessPolicyMixin
 from .inspect.frames import pin_locals, unpin_locals
 from .render.style import Style, color_enabled
+from .recursive import RecursiveDebugMixin
+from .restart import RestartMixin
 from .session import SESSION, stop_notes
+from .thread_gate import ThreadGateMixin
+from .stepping import SteppingMixin
 
 __all__ = ["Pdb"]
 
@@ -108,7 +112,8 @@ class _LlmpdbCore:
         if frame is None:
             raise CommandError("no frame to evaluate in")
         try:
-            return eval(expr, frame.f_globals, self.frame_locals())
+            code = compile(expr, "<llmpdb>", "eval")  # eval(str) would mark a KeyboardInterrupt: see postcmd
+            return eval(code, frame.f_globals, self.frame_locals())
         except SyntaxError as exc:
             raise CommandError(f"invalid expression {expr!r}: {exc.msg}") from None
         except Exception as exc:
@@ -232,6 +237,13 @@ class _LlmpdbCore:
         self._pin_current_locals()  # `up`/`down` changed the current frame: pin the new one
         return super().precmd(line)
 
+    def postcmd(self, stop, line):
+        # CPython marks a KeyboardInterrupt raised inside eval()/exec() of a *string* (pdb's `p boom()`) as
+        # unhandled even when pdb catches it, and the process then ends by SIGINT (status 130) however the
+        # program exits; the next string eval that succeeds clears the mark.
+        eval("None")
+        return super().postcmd(stop, line)
+
     def interaction(self, *args, **kwargs):
         try:
             return super().interaction(*args, **kwargs)
@@ -258,7 +270,8 @@ class _LlmpdbCore:
 def _build_class() -> type:
     """``LLMPDB_FAST_BREAKPOINTS=0`` leaves out the fast breakpoint engine: pdb's own tracing then runs."""
     engine = () if os.environ.get("LLMPDB_FAST_BREAKPOINTS", "1") == "0" else (FastBreakpointsMixin,)
-    bases = (*COMMAND_MIXINS, *engine, HeadlessPolicyMixin, HeadlessMixin, _LlmpdbCore, BasePdb)
+    bases = (*COMMAND_MIXINS, *engine, SteppingMixin, RecursiveDebugMixin, RestartMixin, ThreadGateMixin,
+             HeadlessPolicyMixin, HeadlessMixin, _LlmpdbCore, BasePdb)
     return type("Pdb", bases, {"__module__": __name__, "__qualname__": "LlmpdbPdb",
                                "__doc__": f"llmpdb debugger on the {BASE_NAME} base."})
 

@@ -233,6 +233,22 @@ class HeadlessPolicyMixin:
 
     listen_from_start = False  # python -m llmpdb --listen: every stop goes to the listener
     _llmpdb_seat: Seat | None = None
+    _policy_streams = False  # this stop's streams are the policy's (a client, the log): leave them be
+
+    def fit_streams(self) -> None:
+        """``HeadlessMixin.fit_streams`` points a stop at the process's usable streams; not a stop whose
+        streams the policy chose."""
+        fit = getattr(super(), "fit_streams", None)
+        if fit is not None and not self._policy_streams:
+            fit()
+
+    def _input_stream(self):
+        """The stream this debugger reads at a stop: the process's stdin when it is on it (``fit_streams``
+        may have put an empty stand-in in ``self.stdin`` for a closed one)."""
+        process = getattr(self, "_process_streams", None)
+        if process is not None and process[0]:
+            return sys.stdin
+        return self.stdin if self.stdin is not None else sys.stdin
 
     def _headless_policy(self) -> str | None:
         if self._llmpdb_seat is not None:
@@ -241,7 +257,7 @@ class HeadlessPolicyMixin:
             return "attach"
         if getattr(self, "initial_stop", False):
             return None
-        stream = self.stdin if self.stdin is not None else sys.stdin
+        stream = self._input_stream()
         if stream_is_terminal(stream):
             return None
         if input_is_absent(stream):
@@ -280,10 +296,12 @@ class HeadlessPolicyMixin:
             self.set_continue()
             return None
         log_file = self._log_file()
+        self.fit_streams()  # the process's streams first (a closed stdout writes to stderr), then the policy's
         saved = self.stdin, self.stdout, self.use_rawinput
         self.stdin, self.use_rawinput = io.StringIO(""), 0  # the stop reads end of input at once: the tour
         if log_file is not None:
             self.stdout = log_file
+        self._policy_streams = True
         try:
             if note:
                 self.message(note)
@@ -291,6 +309,7 @@ class HeadlessPolicyMixin:
             return super().interaction(*args, **kwargs)
         finally:
             self.stdin, self.stdout, self.use_rawinput = saved
+            self._policy_streams = False
             if log_file is not None:
                 log_file.close()
 
@@ -334,12 +353,13 @@ class HeadlessPolicyMixin:
         return self._attached_interaction(seat, frame, args, kwargs)
 
     def _attached_interaction(self, seat: Seat, frame, args, kwargs):
+        self.fit_streams()  # the process's streams, to come back to after the client's
         saved = self.stdin, self.stdout, self.use_rawinput, self._color, self._width
         self._seat_in(seat, frame)
         try:
             return super().interaction(*args, **kwargs)
         finally:
-            self._llmpdb_seat = None
+            self._llmpdb_seat, self._policy_streams = None, False
             self.stdin, self.stdout, self.use_rawinput, self._color, self._width = saved
             if seat.ended == "detach":
                 seat.leave("Q", "llmpdb: detached; the program continues")
@@ -355,6 +375,7 @@ class HeadlessPolicyMixin:
     def _seat_in(self, seat: Seat, frame) -> None:
         hello = seat.conn.hello
         self.stdin, self.stdout, self.use_rawinput = seat.stdin, seat.stdout, 0
+        self._policy_streams = True
         self._color = bool(hello.get("color"))
         columns = hello.get("columns")
         self._width = columns if isinstance(columns, int) and 20 <= columns <= 1000 else self._width
@@ -367,6 +388,10 @@ class HeadlessPolicyMixin:
                                         "commands": names}))
 
     def do_EOF(self, arg):
+        """EOF
+        End of input. On a terminal (Ctrl-D) it quits like pdb. Without a terminal (a batch job, a pipe
+        that ran out) it runs the tour (LLMPDB_TOUR, default "shapes") and continues the program. From an
+        attached client (Ctrl-D there) it detaches and continues; a lost client may re-attach."""
         seat = self._llmpdb_seat
         if seat is None:
             if self.stdin is sys.stdin and not stream_is_terminal(sys.stdin):

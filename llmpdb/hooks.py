@@ -15,14 +15,17 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 
 from .forward.arming import dynamo_disable
 from .session import SESSION
+from .thread_gate import STOP_GATE
 
 __all__ = ["set_trace", "post_mortem", "breakpointhook", "install", "uninstall", "disabled",
            "get_debugger", "set_debugger"]
 
 _DEBUGGER = None
+_CREATING = threading.RLock()
 
 
 def disabled() -> bool:
@@ -33,10 +36,11 @@ def disabled() -> bool:
 def get_debugger(**kwargs):
     """Usage: ``get_debugger()``; the process's debugger, created on first use."""
     global _DEBUGGER
-    if _DEBUGGER is None:
-        from .debugger import Pdb
+    with _CREATING:  # two threads at their first breakpoint() must not make two debuggers
+        if _DEBUGGER is None:
+            from .debugger import Pdb
 
-        _DEBUGGER = Pdb(**kwargs)
+            _DEBUGGER = Pdb(**kwargs)
     return _DEBUGGER
 
 
@@ -57,7 +61,9 @@ def set_trace(frame=None, *, header: str | None = None) -> None:
 
 def _stop(frame, header):
     debugger = get_debugger()
+    STOP_GATE.reserve(getattr(debugger, "announce_wait", None))  # another thread's stop is shown to its end first
     if header is not None:
+        debugger.fit_streams()  # stdout may be closed: the header goes where the stop will write
         debugger.message(header)
     debugger.set_trace(frame)
 

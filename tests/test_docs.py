@@ -46,7 +46,7 @@ KEY_LINES = [
     # inside generate(): one new token per step, the cache grows
     "path: eval, no_grad, generate(), no labels, cache DynamicCache len 8, attn sdpa"
     " | model.layers.0.self_attn (LlamaAttention)",
-    "hidden_states           (1, 1, 64)     f32      256 B  batch · 1 · hidden",
+    "hidden_states           (1, 1, 64)     f32      256 B  batch · seq · hidden",
     "cache: DynamicCache  2 layers  seq 8 (filled)  kv heads 2 / q heads 4 (GQA ×2)  head_dim 16  f32 cpu",
 ]
 

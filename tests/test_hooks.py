@@ -139,3 +139,24 @@ def test_no_compile_shows_every_local(tmp_path):
                             text=True, env=full_env, timeout=120)
     assert "['x', 'y', 'z']" in result.stdout
     assert "compiled graph are missing" not in result.stdout
+
+
+def test_stop_gate_is_reentrant_and_taken_back_from_a_thread_that_ended():
+    import threading
+
+    from llmpdb.thread_gate import StopGate
+
+    gate = StopGate()
+    said = []
+    holder = threading.Thread(target=gate.reserve)  # reserves a stop that never comes, then ends
+    holder.start()
+    holder.join()
+    assert gate.owner is holder
+    wait = gate.enter(lambda waiting, stopped: said.append((waiting, stopped)))
+    assert gate.owner is threading.current_thread()
+    assert wait is None and said == []  # an ended thread is not waited for
+    assert gate.enter() is None  # a recursive stop in the same thread enters again
+    gate.leave()
+    assert gate.owner is threading.current_thread()
+    gate.leave()
+    assert gate.owner is None

@@ -2,14 +2,17 @@
 
 Usage (at the prompt)::
 
-    kv                      find the cache (past_key_values, cache, outputs.cache, any cache local, self.*)
-    kv EXPR                 the cache EXPR evaluates to (or EXPR.cache / EXPR.past_key_values)
+    kv                      find the cache (past_key_values, cache, outputs.cache, any cache local, self.*),
+                            else in the enclosing model frames (inside LlamaMLP.forward: the decoder layer's)
+    kv EXPR                 the cache EXPR evaluates to (or EXPR.cache / EXPR.past_key_values); one
+                            layer's (k, v) pair is shown as such
     kv 0  |  kv cross:1     one layer in detail: every tensor it holds
     kv 0 --stats            ... with min/max/mean/std/NaN/Inf of each tensor (reads values)
     kv --history            how the cache grew across the stops of this session
 
-From Python (the lead's stop hook): ``record_kv_history(frame.f_locals)`` records the growth at each stop
-(metadata only). Every ``kv`` run records too.
+From Python (the lead's stop hook): ``record_kv_history(frame.f_locals, frame=frame)`` records the growth at
+each stop (metadata only; the enclosing model frames are searched when the frame holds no cache). Every
+``kv`` run records too.
 """
 
 from __future__ import annotations
@@ -19,17 +22,21 @@ import weakref
 from typing import Any
 
 from ..inspect.config import locate_config
+from ..inspect.frames import frame_locals
+from ..inspect.kinds import is_module, module_attr
 from ..inspect.kv import (
     SEARCHED,
     CacheReport,
     KvHistoryEntry,
     NotACacheError,
     find_cache,
+    find_enclosing_cache,
     history_entry,
     inspect_cache,
+    is_kv_pair,
     unwrap_cache,
 )
-from ..inspect.safe import safe_getattr, type_name
+from ..inspect.safe import type_name
 from ..inspect.stats import no_stats_reason, tensor_stats
 from ..render.kv import render_cache, render_history, render_layer
 from ..session import SESSION, register_stop_note
@@ -125,19 +132,23 @@ def _record(report: CacheReport, cache: Any, path: str) -> KvHistoryEntry:
     return entry
 
 
-def record_kv_history(local_vars: dict[str, Any], *, cache: Any = None, path: str = "") -> KvHistoryEntry | None:
-    """Usage: ``record_kv_history(frame.f_locals)`` at each stop; cheap (metadata and one length scalar).
+def record_kv_history(local_vars: dict[str, Any], *, cache: Any = None, path: str = "",
+                      frame: Any = None) -> KvHistoryEntry | None:
+    """Usage: ``record_kv_history(frame.f_locals, frame=frame)`` at each stop; cheap (metadata, one scalar).
 
-    Finds the cache like ``kv`` does (or takes ``cache``), and appends an entry to the session's history when
-    the cache grew or changed since the last entry. Returns the entry, or None when there is no cache in
-    reach. Never raises: a failure is kept in ``SESSION.memory("kv-history-errors", list)``.
+    Finds the cache like ``kv`` does (or takes ``cache``; with ``frame``, the enclosing model frames are
+    searched when the locals hold none), and appends an entry to the session's history when the cache grew
+    or changed since the last entry. Returns the entry, or None when there is no cache in reach. Never
+    raises: a failure is kept in ``SESSION.memory("kv-history-errors", list)``.
     """
     try:
         if cache is None:
             found = find_cache(local_vars)
+            if found is None and frame is not None:
+                found = find_enclosing_cache(frame.f_back)
             if found is None:
                 return None
-            path, cache = found
+            path, cache = found[0], found[1]
         return _record(inspect_cache(cache), cache, path)
     except Exception as exc:  # an automatic per-stop hook must never disturb the stop
         SESSION.memory("kv-history-errors", list).append(f"stop {SESSION.stop}: {type(exc).__name__}: {exc}")
@@ -156,7 +167,8 @@ class KvCommands:
         differ: static capacity, sliding window, quantization, cross-attention), then one row per layer
         (type, keys/values shapes, filled/capacity, window; linear-attention states; quantized tokens).
         Found by itself (past_key_values, cache, outputs.cache, model_kwargs['cache'], any cache local,
-        self.*) or given as EXPR. Works for every transformers cache class, the key_cache/value_cache
+        self.*; then the same names in the enclosing model frames, saying which frame) or given as EXPR;
+        EXPR may be one layer's (k, v) pair. Works for every transformers cache class, the key_cache/value_cache
         lists of 4.4x-4.5x and ((k, v), ...) tuples. No tensor data is read (one length scalar of a
         static cache at most).
         LAYER       N, -1 (last), or self:N / cross:N (encoder-decoder); also --layer N. Every tensor of
@@ -166,21 +178,35 @@ class KvCommands:
         """
         args = parse_kv_args(arg)
         local_vars = self.frame_locals()
-        found = self._kv_find(args.expr, local_vars)
-        if found is None and not args.history:
-            raise CommandError(f"no KV cache in this frame (looked at {SEARCHED})")
         style, width = self.out_style(), self.out_width()
+        skipped: list[str] = []
+        found = self._kv_find(args.expr, local_vars, skipped)
+        where = None
+        if found is None and not args.expr:
+            enclosing = self._kv_find_enclosing(skipped)
+            if enclosing is not None:
+                found, where = enclosing[:2], enclosing[2]
+        if skipped:
+            self.message(style.warn(f"skipped {', '.join(skipped)}: raised while looked at"))
+        if found is None and not args.history:
+            raise CommandError(f"no KV cache in this frame or the model frames around it (looked at {SEARCHED})")
+        if found is not None and is_kv_pair(found[1]) and not args.history:
+            self.message(self._kv_pair(found[0], found[1], args, width, style))
+            return
         if found is not None:
             path, cache = found
-            located = locate_config(local_vars)
+            located = locate_config(local_vars) or (locate_config(frame_locals(where)) if where else None)
             try:
                 report = inspect_cache(cache, config=located[0] if located else None)
             except NotACacheError as exc:
                 raise CommandError(f"{path} is {exc}") from None
             _record(report, cache, path)
             if not args.history:
+                if where is not None:
+                    self.message(style.dim(f"cache from {self._kv_frame_name(where)}: {path}"))
                 self.message(self._kv_render(report, path, args, width, style))
-                here = safe_getattr(local_vars.get("self"), "layer_idx")
+                owner = local_vars.get("self")
+                here = module_attr(owner, "layer_idx", None) if is_module(owner) else None
                 if args.layer is None and not args.expr and type(here) is int:
                     self.message(style.dim(f"this frame is layer {here} (self.layer_idx)"))
                 return
@@ -189,11 +215,46 @@ class KvCommands:
         if errors:
             self.message(style.warn(f"history recording failed {len(errors)}×, last: {errors[-1]}"))
 
-    def _kv_find(self, expr: str, local_vars: dict) -> tuple[str, Any] | None:
+    def _kv_find_enclosing(self, skipped: list[str]):
+        """(path, cache, frame) from the frames around the current one, or None."""
+        frame = self.current_frame()
+        return find_enclosing_cache(frame.f_back, skipped=skipped) if frame is not None else None
+
+    def _kv_frame_name(self, frame) -> str:
+        """``LlamaDecoderLayer.forward (frame 26)``: the function and its number in ``where``."""
+        code = frame.f_code
+        name = getattr(code, "co_qualname", code.co_name)
+        number = next((i for i, (f, _) in enumerate(self.stack_frames()) if f is frame), None)
+        return f"{name} (frame {number})" if number is not None else name
+
+    def _kv_pair(self, path: str, pair: Any, args: KvArgs, width: int, style) -> str:
+        """One layer's ``(keys, values)``: what it is, its two tensors, and where the whole cache is."""
+        report = inspect_cache([pair])
+        layer = report.layers[0]
+        if args.layer not in (None, 0, -1):
+            raise CommandError(f"{path} is one layer's (keys, values) pair: it has no layer {args.layer}")
+        stats = None
+        if args.stats:
+            stats = {m.name: tensor_stats(m.tensor) or (no_stats_reason(m.tensor) or "no values")
+                     for m in layer.tensors}
+        lines = [f"{path} is one layer's (keys, values) pair, not a whole cache"]
+        if layer.filled is not None:
+            lines.append(f"seq {layer.filled}  kv heads {layer.kv_heads}  head_dim {layer.head_dim}  "
+                         "(read as batch · kv_heads · seq · head_dim)")
+        table = render_layer(report, layer, stats=stats, width=width, style=style).split("\n", 1)
+        lines += [table[-1], style.dim("`kv` alone finds the whole cache (this frame, then the model frames around it)")]
+        return "\n".join(lines)
+
+    def _kv_find(self, expr: str, local_vars: dict, skipped: list[str]) -> tuple[str, Any] | None:
         if not expr:
-            return find_cache(local_vars)
+            return find_cache(local_vars, skipped=skipped)
         value = self.eval_in_frame(expr)
-        unwrapped = unwrap_cache(value)
+        try:
+            if is_kv_pair(value):
+                return expr, value
+            unwrapped = unwrap_cache(value)
+        except Exception as exc:  # a tensor subclass that raises when its rank is read
+            raise CommandError(f"{expr}: {type(exc).__name__} while looking at it: {exc}") from None
         if unwrapped is None:
             raise CommandError(f"{expr} is a {type_name(value)}, not a KV cache "
                                "(no .layers, .key_cache/.value_cache, (k, v) tuples, .cache or .past_key_values)")
@@ -222,5 +283,5 @@ class KvCommands:
 @register_stop_note
 def kv_growth_note(frame, debugger) -> None:
     """Record the KV cache in reach (metadata only) so ``kv --history`` covers every stop, typed or not."""
-    record_kv_history(debugger.frame_locals())
+    record_kv_history(debugger.frame_locals(), frame=debugger.current_frame())
     return None

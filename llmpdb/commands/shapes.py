@@ -6,8 +6,9 @@ Usage (at the prompt)::
     shapes inputs           one expression, walked the same way (paths start with its text)
     shapes --stats          add min/max/mean/std and NaN/Inf counts (reads tensor data)
 
-Dimension names come from the model config in reach of the frame (``self.config``, ``config``, ``model``)
-and from the frame's ``input_ids``/``hidden_states`` (batch, seq). Inside ``torch.compile``d code a note
+Dimension names come from the tensor's role (``inspect.dims_roles``: in a KV cache, ``logits``...), the
+model config in reach of the frame (``self.config``, ``config``, ``model``, else an enclosing module
+frame's) and the inputs (``input_ids``/``hidden_states`` here or in an enclosing frame: batch, seq). Inside ``torch.compile``d code a note
 says that graph-computed locals may be missing.
 """
 
@@ -43,9 +44,10 @@ class ShapesCommands:
         Every tensor in the current frame's locals, or inside EXPR: access path (outputs.logits,
         inputs['input_ids'], cache.layers[0].keys), shape, dtype, device (when not all on cpu), size,
         grad_fn (leaf = requires grad), flags (non-contiguous, meta, sparse, quantized, DTensor, fake,
-        Parameter, nested) and dimension names when a model config is in reach (batch · heads · seq ·
-        head_dim; a|b when two names share a size, ? when unknown). Searches dict, list, tuple, named
-        tuples, dataclasses, ModelOutput, BatchEncoding, KV-cache objects and small plain objects.
+        Parameter, nested) and dimension names (batch · heads · seq · head_dim) by the tensor's role
+        (in a KV cache, logits, attn_weights...) or by its size; ? when unknown or shared. Searches
+        dict, list, tuple, named tuples, dataclasses, ModelOutput, BatchEncoding, KV-cache objects and
+        small plain objects.
         Modules and optimizers in the frame are summarized on one line each; `shapes model` lists a
         module's parameters and buffers. No tensor data is read unless --stats is given.
         --stats   add min/max/mean/std (NaN/Inf ignored) and NaN/Inf counts, computed on each
@@ -64,6 +66,6 @@ class ShapesCommands:
         style = self.out_style()
         if note:
             self.message_once(note, style.warn(note))  # not again when the stop already said it
-        namer = DimNamer.from_frame(locals_) if walk else None
+        namer = DimNamer.from_frame(locals_, frame=self.current_frame()) if walk else None
         self.message(render_tensors(walk, width=self.out_width(), style=style, namer=namer, stats=stats,
                                     empty=f"no tensors in {where}"))

@@ -10,6 +10,11 @@ Looked up in order: ``self.config`` (the module whose ``forward`` is running), a
 through ``.module`` (DDP), ``._orig_mod`` (``torch.compile``) and ``.base_model`` (PEFT). Duck-typed: a
 config is any object with an integer ``hidden_size``, ``num_attention_heads``, ``n_embd``, ``n_head``,
 ``d_model`` or ``num_heads`` (directly or on its ``text_config``). transformers is never imported.
+
+No user code runs: a config's fields are read from what it stores (``kinds.stored``; transformers' own
+properties at most), a model's ``config`` from the module's dicts (``kinds.module_attr``), and any other
+local's ``config`` only when the object stores one in its instance dict. A lazy property or ``__getattr__``
+named ``config`` is never called.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .safe import is_tensor, safe_getattr, type_name
+from .kinds import MISSING, is_a, is_module, library_attr, module_attr, stored
+from .safe import is_tensor, type_name
 
 __all__ = ["find_config", "locate_config", "looks_like_config", "text_config", "describe_config"]
 
@@ -27,15 +33,21 @@ _WRAPPERS = ("module", "_orig_mod", "base_model")
 _SKIP = (type(None), bool, int, float, complex, str, bytes, list, tuple, dict, set, type)
 
 
+def _field(obj: Any, name: str) -> Any:
+    """A config field as stored (or a transformers property): never a user's property or ``__getattr__``."""
+    value = library_attr(obj, name)
+    return None if value is MISSING else value
+
+
 def _has_dims(obj: Any) -> bool:
-    return any(type(safe_getattr(obj, key)) is int for key in CONFIG_KEYS)
+    return any(type(_field(obj, key)) is int for key in CONFIG_KEYS)
 
 
 def looks_like_config(obj: Any) -> bool:
     """Usage: ``looks_like_config(model.config)``; True for an object carrying transformer dimensions."""
-    if obj is None or isinstance(obj, _SKIP) or is_tensor(obj):
+    if obj is None or is_a(obj, *_SKIP) or is_tensor(obj) or is_module(obj):
         return False
-    return _has_dims(obj) or any(_has_dims(safe_getattr(obj, sub)) for sub in _SUBCONFIGS)
+    return _has_dims(obj) or any(_has_dims(_field(obj, sub)) for sub in _SUBCONFIGS)
 
 
 def text_config(config: Any) -> Any:
@@ -43,23 +55,28 @@ def text_config(config: Any) -> Any:
     if _has_dims(config):
         return config
     for sub in _SUBCONFIGS:
-        inner = safe_getattr(config, sub)
+        inner = _field(config, sub)
         if inner is not None and _has_dims(inner):
             return inner
     return config
 
 
+def _attr_of(obj: Any, name: str) -> Any:
+    value = module_attr(obj, name) if is_module(obj) else stored(obj, name)
+    return None if value is MISSING else value
+
+
 def _config_of(obj: Any) -> tuple[Any, str] | None:
-    if obj is None or isinstance(obj, _SKIP) or is_tensor(obj):
+    if obj is None or is_a(obj, *_SKIP) or is_tensor(obj):
         return None
-    config = safe_getattr(obj, "config")
+    config = _attr_of(obj, "config")
     if looks_like_config(config):
         return config, ".config"
     for wrapper in _WRAPPERS:
-        inner = safe_getattr(obj, wrapper)
-        if inner is None or inner is obj or isinstance(inner, _SKIP):
+        inner = _attr_of(obj, wrapper)
+        if inner is None or inner is obj or is_a(inner, *_SKIP):
             continue
-        config = safe_getattr(inner, "config")
+        config = _attr_of(inner, "config")
         if looks_like_config(config):
             return config, f".{wrapper}.config"
     return None
@@ -68,14 +85,17 @@ def _config_of(obj: Any) -> tuple[Any, str] | None:
 def locate_config(locals: Mapping[str, Any]) -> tuple[Any, str] | None:
     """Usage: ``locate_config(frame.f_locals)`` -> ``(config, "self.config")`` or None."""
     try:
-        names = [n for n in locals.keys() if isinstance(n, str) and not n.startswith("__")]
+        names = [n for n in locals.keys() if type(n) is str and not n.startswith("__")]
     except Exception:  # a hostile mapping: no config can be found in it
         return None
     order = ["self", "config", "model"] + [n for n in names if n not in ("self", "config", "model")]
     for name in order:
         if name not in names:
             continue
-        value = locals[name]
+        try:
+            value = locals[name]
+        except Exception:  # a mapping that refuses a key it listed
+            continue
         if name == "config" and looks_like_config(value):
             return value, "config"
         found = _config_of(value)

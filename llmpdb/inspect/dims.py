@@ -1,28 +1,31 @@
-"""Name tensor dimensions from a model config and the frame's inputs.
+"""Name tensor dimensions: by role first (where the tensor sits, what it is called), by size last.
 
 Usage::
 
-    namer = DimNamer.from_frame(frame.f_locals)      # None when neither a config nor inputs are in reach
-    namer.name_dims((1, 4, 7, 16))                   # ['batch', 'heads', 'seq', 'head_dim']
-    namer.describe((1, 2, 7, 16))                    # 'batch · kv_heads · seq · head_dim'
+    namer = DimNamer.from_frame(frame.f_locals, frame=frame)   # None when no size is in reach
+    namer.name_dims((1, 2, 4, 12), path="cache.layers[0].keys")  # ['batch', 'kv_heads', 'seq', 'head_dim']
+    namer.describe((1, 7, 64))                                  # 'batch · seq · hidden'
 
-Sizes come from a config (Llama, GPT-2 and T5 spellings: ``hidden_size|n_embd|d_model``,
+Sizes come from a config (Llama, GPT-2, T5, Mixtral spellings: ``hidden_size|n_embd|d_model``,
 ``num_attention_heads|n_head|num_heads``, ``num_key_value_heads``, ``head_dim|d_kv`` or hidden/heads,
-``vocab_size``, ``intermediate_size|n_inner|d_ff``) and from the frame: ``batch`` and ``seq`` from an
-``input_ids``, ``inputs_embeds``, ``hidden_states`` (whose last dimension is ``hidden``), ``labels`` or
-``attention_mask`` local, or an ``input_ids`` entry of a dict-like local such as a ``BatchEncoding``;
-failing those, ``seq`` alone from ``position_ids``/``cache_position`` (also inside a ``kwargs`` dict).
+``vocab_size``, ``intermediate_size|n_inner|d_ff``, ``num_local_experts|num_experts``,
+``num_experts_per_tok``) — the frame's own (``self.config``, ``config``, ``model``) or, when it has none
+(``GPT2MLP.forward``), the config of the nearest enclosing module frame; from the running module (a fused
+``qkv_proj``/``c_attn`` gives ``qkv``; a module without a config gives its ``num_heads``/``head_dim``);
+and from the inputs: ``batch`` and ``seq`` from ``input_ids``, ``inputs_embeds``, ``hidden_states``
+(whose last dimension is ``hidden``), ``labels`` or ``attention_mask`` in this frame or, failing those,
+in the enclosing frames, or an ``input_ids`` entry of a dict-like local such as a ``BatchEncoding``;
+``seq`` alone from ``position_ids``/``cache_position``. ``tokens`` is batch × seq (flattened rows).
 
-Naming is by size only, so it stays honest: a size shared by two names prints both (``seq|head_dim``), a
-size nobody has prints ``?``. A dimension of size 1 is a broadcast or squeezed dimension as often as a
-real one, so it prints ``1`` — except the leading dimension of a tensor of rank ≥ 2 when ``batch`` is 1.
-Batch-first is the transformers convention, so ``batch`` is only ever a candidate for the leading
-dimension of a tensor of rank ≥ 2 (elsewhere that size gets its other names, or ``?``), and with no
-batch size in reach that leading dimension prints ``?`` rather than another name of the same size.
-Parameters (``batched=False``) have no batch dimension at all. ``kv_heads`` is only used when it
-differs from ``heads``; ``q_dim``/``kv_dim`` (heads × head_dim) only when they differ from ``hidden``.
-The layer count is kept (``DimNamer.layers``) but never names a
-dimension: it collides with small head counts and is rarely a tensor dimension.
+A tensor whose path tells its role (``inspect.dims_roles``: inside a KV cache, ``logits``,
+``attn_weights``, ``query_states``, ``router_logits``...) is named by position in that role's layout.
+Otherwise, by size, and only where exactly one name has that size: a size shared by two names, or by
+none, prints ``?``. The position still rules: ``batch``/``tokens`` only ever name the leading dimension
+of a batched tensor of rank ≥ 2, and that dimension gets no other name (``?`` when it is neither).
+A dimension of size 1 prints ``1`` (a broadcast as often as a real one) unless the batch is 1 there or a
+role layout puts a sequence axis there. Parameters (``batched=False``) have no batch dimension.
+``kv_heads`` is only used when it differs from ``heads``; ``q_dim``/``kv_dim`` (heads × head_dim) only
+when they differ from ``hidden``. The layer count and ``top_k`` never name a dimension by size.
 """
 
 from __future__ import annotations
@@ -31,8 +34,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .config import describe_config, locate_config, text_config
-from .safe import is_tensor, safe_getattr
+from .config import describe_config, locate_config, looks_like_config, text_config
+from .dims_roles import module_sizes, names_by_role, role_of
+from .frames import frame_locals, frame_self
+from .kinds import is_module, library_attr, static_attr, stored
+from .safe import is_tensor
 
 __all__ = ["DimNamer", "config_sizes", "frame_batch_seq"]
 
@@ -44,14 +50,19 @@ _SPELLINGS: dict[str, tuple[str, ...]] = {
     "vocab": ("vocab_size", "n_vocab", "padded_vocab_size"),
     "intermediate": ("intermediate_size", "n_inner", "d_ff", "ffn_dim", "ffn_hidden_size"),
     "layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
+    "experts": ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"),
+    "top_k": ("num_experts_per_tok", "moe_topk"),
 }
-_NOT_NAMES = ("layers",)
-_ORDER = ("batch", "seq", "hidden", "heads", "kv_heads", "head_dim", "q_dim", "kv_dim", "intermediate", "vocab")
+_NOT_BY_SIZE = ("top_k",)          # small numbers that collide with everything: named by role only
+_LEADING = ("batch", "tokens")     # the only names of a batched tensor's leading dimension
+_ORDER = ("batch", "seq", "tokens", "hidden", "heads", "kv_heads", "head_dim", "q_dim", "kv_dim", "qkv",
+          "intermediate", "vocab", "experts", "top_k")
+_MAX_OUTER = 40                    # enclosing frames searched for a config and the inputs
 
 
 def _first_int(config: Any, names: Sequence[str]) -> int | None:
     for name in names:
-        value = safe_getattr(config, name)
+        value = library_attr(config, name, None)  # as stored, or a transformers property: no user code
         if type(value) is int and value > 0:
             return value
     return None
@@ -65,14 +76,14 @@ def config_sizes(config: Any) -> dict[str, int]:
     if sizes["head_dim"] is None and hidden and heads and hidden % heads == 0:
         sizes["head_dim"] = hidden // heads
     if sizes["intermediate"] is None and hidden and sizes["hidden"] == _first_int(config, ("n_embd",)):
-        if safe_getattr(config, "n_inner", 0) is None:  # GPT-2: n_inner=None means 4 * n_embd
+        if library_attr(config, "n_inner", 0) is None:  # GPT-2: n_inner=None means 4 * n_embd
             sizes["intermediate"] = 4 * hidden
     if sizes["kv_heads"] is not None and sizes["kv_heads"] == heads:
         sizes["kv_heads"] = None
     head_dim = sizes["head_dim"]
-    if heads and head_dim and heads * head_dim != hidden:
+    if hidden and heads and head_dim and heads * head_dim != hidden:
         sizes["q_dim"] = heads * head_dim
-    if sizes["kv_heads"] and head_dim and sizes["kv_heads"] * head_dim != hidden:
+    if hidden and sizes["kv_heads"] and head_dim and sizes["kv_heads"] * head_dim != hidden:
         sizes["kv_dim"] = sizes["kv_heads"] * head_dim
     return {key: value for key, value in sizes.items() if value is not None}
 
@@ -92,7 +103,7 @@ def _dict_entries(locals: Mapping[str, Any], key: str) -> list[tuple[str, Any]]:
     for name, value in list(locals.items()):
         data = value if issubclass(type(value), dict) else None
         if data is None and issubclass(type(value), Mapping):
-            data = safe_getattr(value, "data")  # UserDict / BatchEncoding
+            data = stored(value, "data", None)  # UserDict / BatchEncoding keep theirs in .data
         if issubclass(type(data), dict) and dict.get(data, key) is not None:
             found.append((f"{name}[{key!r}]", dict.get(data, key)))
     return found
@@ -123,6 +134,36 @@ def frame_batch_seq(locals: Mapping[str, Any], hidden: int | None = None) -> tup
     return None
 
 
+def _outer_frames(frame: Any) -> list[Any]:
+    frames = []
+    outer = getattr(frame, "f_back", None) if frame is not None else None
+    while outer is not None and len(frames) < _MAX_OUTER:
+        frames.append(outer)
+        outer = outer.f_back
+    return frames
+
+
+def _where(frame: Any) -> str:
+    code = frame.f_code
+    return getattr(code, "co_qualname", code.co_name)
+
+
+def _enclosing_config(frames: Sequence[Any]) -> tuple[Any, str] | None:
+    """The config of the nearest enclosing module frame (its ``self.config`` as stored, no property runs)."""
+    for frame in frames:
+        module = frame_self(frame)
+        if is_module(module):
+            config = static_attr(module, "config", None)
+            if config is not None and looks_like_config(config):
+                return config, f"self.config of {_where(frame)}"
+    return None
+
+
+def _frame_module(locals: Mapping[str, Any]) -> Any:
+    module = locals.get("self") if "self" in locals else None
+    return module if is_module(module) else None
+
+
 @dataclass(frozen=True)
 class DimNamer:
     """Known dimension sizes, in display order; ``source`` says where they came from."""
@@ -133,64 +174,88 @@ class DimNamer:
 
     @classmethod
     def from_config(cls, config: Any, *, batch: int | None = None, seq: int | None = None,
-                    source: str = "") -> "DimNamer":
-        """Usage: ``DimNamer.from_config(model.config, batch=1, seq=7)``."""
+                    source: str = "", module: dict[str, int] | None = None) -> "DimNamer":
+        """Usage: ``DimNamer.from_config(model.config, batch=1, seq=7)``; ``module``: ``module_sizes(m)``,
+        which fill in what the config does not say (a fused ``qkv`` width, a plain block's heads)."""
         known = dict(config_sizes(config)) if config is not None else {}
+        for key, value in (module or {}).items():
+            known.setdefault(key, value)
+        if known.get("kv_heads") is not None and known.get("kv_heads") == known.get("heads"):
+            del known["kv_heads"]
         if batch is not None:
             known["batch"] = batch
         if seq is not None:
             known["seq"] = seq
+        if batch is not None and seq is not None and seq > 1:  # seq 1: tokens would read as batch
+            known["tokens"] = batch * seq
+        layers = known.pop("layers", None)
         ordered = tuple((name, known[name]) for name in _ORDER if name in known)
-        extra = tuple((k, v) for k, v in known.items() if k not in _ORDER and k not in _NOT_NAMES)
-        return cls(ordered + extra, source, known.get("layers"))
+        extra = tuple((k, v) for k, v in known.items() if k not in _ORDER)
+        return cls(ordered + extra, source, layers)
 
     @classmethod
-    def from_frame(cls, locals: Mapping[str, Any]) -> "DimNamer | None":
-        """Usage: ``DimNamer.from_frame(frame.f_locals)``; None when nothing in the frame gives a size."""
-        found = locate_config(locals)
+    def from_frame(cls, locals: Mapping[str, Any], frame: Any = None) -> "DimNamer | None":
+        """Usage: ``DimNamer.from_frame(frame.f_locals, frame=frame)``; None when nothing gives a size.
+
+        With ``frame``, its enclosing frames are searched too: for a config when this frame has none, and
+        for the batch and sequence length when this frame's locals do not give both."""
+        outer = _outer_frames(frame)
+        found = locate_config(locals) or _enclosing_config(outer)
         config = found[0] if found else None
-        hidden = config_sizes(config).get("hidden") if config is not None else None
+        module = module_sizes(_frame_module(locals))
+        hidden = config_sizes(config).get("hidden") if config is not None else module.get("hidden")
         bs = frame_batch_seq(locals, hidden)
-        if config is None and bs is None:
+        if bs is None or bs[0] is None:
+            for other in outer:
+                more = frame_batch_seq(frame_locals(other), hidden)
+                if more is not None and more[0] is not None:
+                    bs = (more[0], more[1], f"{more[2]} of {_where(other)}")
+                    break
+        if config is None and bs is None and not module:
             return None
         parts = [describe_config(*found)] if found else []
+        if module and config is None:
+            parts.append(f"self ({type(_frame_module(locals)).__name__})")
         if bs is not None:
             parts.append(f"{'seq' if bs[0] is None else 'batch/seq'} from {bs[2]}")
         return cls.from_config(config, batch=bs[0] if bs else None, seq=bs[1] if bs else None,
-                               source=", ".join(parts))
+                               source=", ".join(parts), module=module)
 
     def size_of(self, name: str) -> int | None:
         """Usage: ``namer.size_of("heads")`` -> ``4`` or None."""
         return dict(self.sizes).get(name)
 
-    def name_dims(self, shape: Sequence[int | str], *, batched: bool = True) -> list[str] | None:
-        """Usage: ``namer.name_dims((1, 2, 7, 16))`` -> ``['batch', 'kv_heads', 'seq', 'head_dim']``.
-
-        ``batched=False`` for tensors that never carry a batch dimension (parameters). For a batched
-        tensor of rank ≥ 2 the leading dimension is the batch: when its size is unknown, that dimension
-        prints ``?`` rather than another name of the same size. None when no dimension gets a name.
-        """
-        by_size: dict[int, list[str]] = {}
-        for name, size in self.sizes:
-            by_size.setdefault(size, []).append(name)
-        batch = self.size_of("batch")
+    def _by_size(self, shape: Sequence[int | str], batched: bool) -> list[str]:
         names = []
         for i, size in enumerate(shape):
             leading = batched and i == 0 and len(shape) >= 2
             if not isinstance(size, int):
                 names.append("?")
             elif size == 1:
-                names.append("batch" if leading and batch == 1 else "1")
-            elif leading and batch is None:
-                names.append("?")
-            else:  # batch-first: "batch" is only a candidate for the leading dimension
-                found = [n for n in by_size.get(size, ()) if n != "batch" or leading]
-                names.append("|".join(found) or "?")
+                names.append("batch" if leading and self.size_of("batch") == 1 else "1")
+            else:
+                fits = [n for n, s in self.sizes if s == size and n not in _NOT_BY_SIZE
+                        and (n in _LEADING) == leading]
+                names.append(fits[0] if len(fits) == 1 else "?")
+        return names
+
+    def name_dims(self, shape: Sequence[int | str], *, batched: bool = True, path: str = "") -> list[str] | None:
+        """Usage: ``namer.name_dims((1, 2, 7, 16), path="k")`` -> ``['batch', 'kv_heads', 'seq', 'head_dim']``.
+
+        ``path`` (the tensor's access path) gives its role when it says one (``dims_roles.role_of``); a
+        role's layout names each dimension by its position. Without a role (or when no layout fits),
+        dimensions are named by size, where exactly one name fits. ``batched=False`` for tensors that
+        never carry a batch dimension (parameters). None when no dimension gets a name.
+        """
+        role = role_of(path) if path and batched else None
+        names = names_by_role(role, shape, dict(self.sizes)) if role else None
+        if names is None:
+            names = self._by_size(shape, batched)
         if all(n in ("?", "1") for n in names):
             return None
         return names
 
-    def describe(self, shape: Sequence[int | str], *, batched: bool = True) -> str:
+    def describe(self, shape: Sequence[int | str], *, batched: bool = True, path: str = "") -> str:
         """Usage: ``namer.describe((1, 7, 64))`` -> ``'batch · seq · hidden'``; ``''`` when nothing is known."""
-        names = self.name_dims(shape, batched=batched)
+        names = self.name_dims(shape, batched=batched, path=path)
         return " · ".join(names) if names else ""

@@ -2,7 +2,7 @@
 
 Usage::
 
-    path, cache = find_cache(frame.f_locals)              # or None: nothing cache-like in reach
+    path, cache = find_cache(frame.f_locals)              # or None (finding: ``kv_find``, re-exported here)
     report = inspect_cache(cache, config=model.config)    # CacheReport: summary + one LayerReport per layer
     entry = history_entry(report, stop=3, cache_id=1)     # what `kv --history` keeps (no tensors)
 
@@ -22,7 +22,10 @@ from typing import Any
 from ..units import human_bytes, plural
 from .kv_layers import LayerReport, inspect_layer, tensor_meta, tuple_layer
 from .config import text_config
-from .safe import is_tensor, safe_getattr as _get
+from .kinds import is_a, sequence_items as _seq
+from .kv_find import (SEARCHED, cache_attr as _get, find_cache, find_enclosing_cache, is_kv_pair,
+                      looks_like_cache, unwrap_cache)
+from .safe import is_tensor
 
 __all__ = [
     "CacheReport",
@@ -34,16 +37,12 @@ __all__ = [
     "inspect_cache",
     "index_ranges",
     "find_cache",
+    "find_enclosing_cache",
     "looks_like_cache",
+    "is_kv_pair",
     "unwrap_cache",
     "head_sharing",
 ]
-
-SEARCHED = "past_key_values, cache, outputs.cache / .past_key_values, model_kwargs['cache'], every local, self.*"
-_NAMES = ("past_key_values", "cache", "past_key_value", "layer_past", "past", "kv_cache", "cache_params")
-_OUTPUT_NAMES = ("outputs", "output", "out", "model_outputs", "result", "res", "ret")
-_DICT_NAMES = ("model_kwargs", "model_inputs", "kwargs")
-_CACHE_ATTRS = ("cache", "past_key_values")
 
 
 class NotACacheError(ValueError):
@@ -89,106 +88,6 @@ class CacheReport:
         return None
 
 
-_MISSING = object()
-
-
-_MAX_LAYERS = 4096
-
-
-def _is_entry(entry: Any, strict: bool) -> bool:
-    if not (isinstance(entry, (tuple, list)) and 2 <= len(entry) <= 6 and is_tensor(entry[0]) and is_tensor(entry[1])):
-        return False
-    k, v = entry[0], entry[1]
-    return not strict or (k.dim() == 4 and v.dim() == 4 and k.shape[:-1] == v.shape[:-1])
-
-
-def looks_like_cache(obj: Any, *, strict: bool = False) -> bool:
-    """Usage: ``looks_like_cache(x)``; True for transformers caches (any version) and ``((k, v), ...)`` tuples.
-
-    ``strict`` (for locals found by scanning, not by name) accepts only tuples of 4-D ``(k, v)`` pairs
-    of matching (batch, heads, seq), so a list of ``(input, target)`` tensor pairs is not taken for a cache.
-    """
-    if obj is None or is_tensor(obj) or isinstance(obj, (str, bytes, int, float, dict)):
-        return False
-    if isinstance(obj, (tuple, list)):
-        return 0 < len(obj) <= _MAX_LAYERS and all(_is_entry(e, strict) for e in obj)
-    if _get(obj, "self_attention_cache") is not None and _get(obj, "cross_attention_cache") is not None:
-        return True
-    layers = _get(obj, "layers")
-    if isinstance(layers, (list, tuple)):
-        if not layers:
-            return type(obj).__name__.endswith("Cache")
-        return _looks_like_layer(layers[0])
-    if isinstance(_get(obj, "key_cache"), (list, tuple)) and isinstance(_get(obj, "value_cache"), (list, tuple)):
-        return True
-    return isinstance(_get(obj, "conv_states"), (list, tuple)) and isinstance(_get(obj, "ssm_states"), (list, tuple))
-
-
-def _looks_like_layer(layer: Any) -> bool:
-    """A cache layer holds ``keys``/``values`` (tensors, or None before the first update), or state dicts."""
-    for name in ("keys", "values"):
-        value = _get(layer, name, _MISSING)
-        if value is not _MISSING and (value is None or is_tensor(value)):
-            return True
-    return any(isinstance(_get(layer, name), (dict, list)) for name in ("conv_states", "recurrent_states"))
-
-
-def unwrap_cache(obj: Any) -> tuple[str, Any] | None:
-    """Usage: ``unwrap_cache(outputs)`` -> ``(".cache", cache)``; the cache itself gives ``("", obj)``."""
-    if looks_like_cache(obj):
-        return "", obj
-    if is_tensor(obj) or isinstance(obj, (str, bytes, int, float)) or obj is None:
-        return None
-    try:  # instance attributes only: transformers' `past_key_values` alias is a property that logs a warning
-        attrs = vars(obj)
-    except TypeError:
-        attrs = {}
-    for attr in _CACHE_ATTRS:
-        if attr in attrs:
-            value = attrs[attr]
-        elif attr == "past_key_values" and "cache" in attrs:
-            continue  # transformers 5's alias of `cache`: a property that logs a deprecation warning
-        else:
-            value = _get(obj, attr)
-        if looks_like_cache(value):
-            return f".{attr}", value
-    if isinstance(obj, dict):
-        keys = set(dict.keys(obj))  # plain dict keys: ModelOutput's `in`/`get` translate and warn
-        for key in _CACHE_ATTRS:
-            value = dict.get(obj, key) if key in keys else None
-            if looks_like_cache(value):
-                return f"[{key!r}]", value
-    return None
-
-
-def find_cache(local_vars: dict[str, Any]) -> tuple[str, Any] | None:
-    """Usage: ``find_cache(frame.f_locals)`` -> ``("past_key_values", cache)`` or None.
-
-    Looks at the usual argument names, model outputs (``outputs.cache``), ``model_kwargs['cache']``, then any
-    cache-like local, then ``self``'s instance attributes.
-    """
-    for name in _NAMES:
-        if looks_like_cache(local_vars.get(name)):
-            return name, local_vars[name]
-    for name, value in local_vars.items():
-        if name in _OUTPUT_NAMES or name in _DICT_NAMES or "Output" in type(value).__name__:
-            found = unwrap_cache(value)
-            if found is not None:
-                return name + found[0], found[1]
-    for name, value in local_vars.items():
-        if not name.startswith("__") and looks_like_cache(value, strict=True):
-            return name, value
-    owner = local_vars.get("self")
-    try:
-        attrs = dict(vars(owner)) if owner is not None else {}
-    except TypeError:  # no __dict__
-        attrs = {}
-    for name, value in attrs.items():
-        if looks_like_cache(value, strict=True):
-            return f"self.{name}", value
-    return None
-
-
 def head_sharing(q_heads: int | None, kv_heads: int | None) -> str:
     """Usage: ``head_sharing(32, 8)`` -> ``"GQA ×4"``; also ``MHA``, ``MQA``, or ``""`` when unknown."""
     if not q_heads or not kv_heads:
@@ -205,20 +104,21 @@ def head_sharing(q_heads: int | None, kv_heads: int | None) -> str:
 def _layers_of(cache: Any, part: str) -> tuple[str, list[LayerReport], list[str]]:
     """(layout, layer reports, notes) of a cache that is not split into self/cross parts."""
     notes: list[str] = []
-    if isinstance(cache, (tuple, list)):
-        return "tuple of (k, v)", [tuple_layer(e, i, part=part) for i, e in enumerate(cache)], notes
-    layers = _get(cache, "layers")
-    if isinstance(layers, (list, tuple)):
-        hints = _get(cache, "is_sliding")
-        hints = hints if isinstance(hints, list) and len(hints) == len(layers) else [None] * len(layers)
+    entries = _seq(cache)
+    if entries is not None:
+        return "tuple of (k, v)", [tuple_layer(e, i, part=part) for i, e in enumerate(entries)], notes
+    layers = _seq(_get(cache, "layers"))
+    if layers is not None:
+        hints = _seq(_get(cache, "is_sliding"))
+        hints = hints if hints is not None and len(hints) == len(layers) else [None] * len(layers)
         if not layers:
             notes.append("no layers yet (created on the first forward)")
         return "layers", [inspect_layer(l, i, part=part, sliding_hint=h) for i, (l, h) in enumerate(zip(layers, hints))], notes
-    keys, values = _get(cache, "key_cache"), _get(cache, "value_cache")
-    if isinstance(keys, (list, tuple)) and isinstance(values, (list, tuple)):
+    keys, values = _seq(_get(cache, "key_cache")), _seq(_get(cache, "value_cache"))
+    if keys is not None and values is not None:
         return "key_cache/value_cache lists", _legacy_lists(cache, keys, values, part, notes), notes
-    conv, ssm = _get(cache, "conv_states"), _get(cache, "ssm_states")
-    if isinstance(conv, (list, tuple)) and isinstance(ssm, (list, tuple)):
+    conv, ssm = _seq(_get(cache, "conv_states")), _seq(_get(cache, "ssm_states"))
+    if conv is not None and ssm is not None:
         out = []
         for i in range(max(len(conv), len(ssm))):
             states = tuple(tensor_meta(f"{name}[{i}]", seq[i]) for name, seq in (("conv_states", conv), ("ssm_states", ssm))
@@ -231,16 +131,16 @@ def _layers_of(cache: Any, part: str) -> tuple[str, list[LayerReport], list[str]
 def _legacy_lists(cache: Any, keys: Any, values: Any, part: str, notes: list[str]) -> list[LayerReport]:
     """transformers 4.4x-4.5x: per-layer tensors in two lists; Static/Hybrid caches preallocate them."""
     max_len = _get(cache, "max_cache_len")
-    sliding = _get(cache, "is_sliding")
+    sliding = _seq(_get(cache, "is_sliding"))
     window = _get(cache, "sliding_window")
     seen = _get(cache, "_seen_tokens")
     out = []
     for i, (k, v) in enumerate(zip(keys, values)):
-        static = isinstance(max_len, int) and is_tensor(k) and k.dim() == 4 and k.shape[-2] in (max_len, window)
+        static = is_a(max_len, int) and is_tensor(k) and k.dim() == 4 and k.shape[-2] in (max_len, window)
         layer = tuple_layer((k, v), i, part=part, static_capacity=static)
-        if isinstance(sliding, (list, tuple)) and i < len(sliding) and sliding[i] and isinstance(window, int):
+        if sliding is not None and i < len(sliding) and sliding[i] is True and is_a(window, int):
             layer = dataclasses.replace(layer, kind="static-sliding" if static else "sliding", window=window)
-        if not static and isinstance(seen, int) and layer.filled is not None:
+        if not static and is_a(seen, int) and layer.filled is not None:
             layer = dataclasses.replace(layer, seen=seen)
         out.append(dataclasses.replace(layer, class_name=type(cache).__name__))
     if len(keys) != len(values):
@@ -254,10 +154,11 @@ def _parts(cache: Any) -> tuple[str, tuple[str, ...], list[LayerReport], list[st
         layout, self_layers, notes = _layers_of(self_part, "self")
         _, cross_layers, cross_notes = _layers_of(cross_part, "cross")
         return f"encoder-decoder ({layout})", ("self", "cross"), self_layers + cross_layers, notes + cross_notes
-    if isinstance(cache, (tuple, list)) and cache and all(isinstance(e, (tuple, list)) and len(e) in (4, 6) for e in cache):
-        half = len(cache[0]) // 2
-        layers = [tuple_layer(e[:half], i, part="self") for i, e in enumerate(cache)]
-        layers += [tuple_layer(e[half:], i, part="cross") for i, e in enumerate(cache)]
+    entries = [_seq(e) for e in (_seq(cache) or ())]
+    if entries and all(e is not None and len(e) in (4, 6) for e in entries):
+        half = len(entries[0]) // 2
+        layers = [tuple_layer(tuple(e[:half]), i, part="self") for i, e in enumerate(entries)]
+        layers += [tuple_layer(tuple(e[half:]), i, part="cross") for i, e in enumerate(entries)]
         return "tuple of (k, v, cross k, cross v)", ("self", "cross"), layers, []
     layout, layers, notes = _layers_of(cache, "")
     return layout, ("",), layers, notes
@@ -325,7 +226,7 @@ def inspect_cache(cache: Any, *, config: Any = None) -> CacheReport:
         q_heads = next((v for v in (_get(config, a) for a in ("num_attention_heads", "n_head", "num_heads"))
                         if type(v) is int), None)
         cfg_kv = _get(config, "num_key_value_heads")
-        if isinstance(cfg_kv, int) and kv_heads is not None and cfg_kv != kv_heads:
+        if type(cfg_kv) is int and kv_heads is not None and cfg_kv != kv_heads:
             notes.append(f"config num_key_value_heads is {cfg_kv}, tensors hold {kv_heads} (sharded or repeated)")
 
     itemsize = _single([m.itemsize for m in kv_metas])

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .kinds import (MISSING, instance_dict, is_a, is_library_type, library_attr, library_method, sequence_items,
+                    stored, type_defines)
 from .safe import is_tensor, short_dtype
 
 __all__ = [
@@ -125,21 +127,21 @@ class LayerReport:
         return sum(m.nbytes for m in self.tensors if m.shape != ())
 
 
-def _get(obj: Any, name: str, notes: list[str], default: Any = None) -> Any:
-    """getattr that never raises; a failure becomes a note."""
-    try:
-        return getattr(obj, name, default)
-    except Exception as exc:  # a property on a user object may raise anything
-        notes.append(f".{name} raised {type(exc).__name__}: {exc}")
-        return default
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    """What the layer stores under ``name`` (or a transformers property); a user's property never runs."""
+    value = library_attr(obj, name)
+    return default if value is MISSING else value
 
 
 def read_length(value: Any, notes: list[str]) -> int | None:
-    """Usage: ``read_length(layer.cumulative_length, notes)``; an int, or one scalar tensor read (None on meta)."""
-    if isinstance(value, bool) or value is None:
+    """Usage: ``read_length(layer.cumulative_length, notes)``; an int, or one scalar tensor read (None on meta).
+
+    Anything else is None: ``int()`` of an unknown object would run its ``__int__``.
+    """
+    if is_a(value, bool) or value is None:
         return None
-    if isinstance(value, int):
-        return value
+    if is_a(value, int):
+        return int(value)
     if is_tensor(value):
         if value.numel() != 1:
             return None
@@ -151,10 +153,7 @@ def read_length(value: Any, notes: list[str]) -> int | None:
         except Exception as exc:  # fake tensors, tensors under tracing
             notes.append(f"length scalar unreadable ({type(exc).__name__})")
             return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
+    return None
 
 
 def _seq_len(meta: TensorMeta | None) -> int | None:
@@ -167,28 +166,36 @@ def _collect(prefix: str, value: Any, out: list[TensorMeta], depth: int = 0) -> 
     """Tensors inside a tensor / tuple / list / dict (two levels deep), named like ``conv_states[0]``."""
     if is_tensor(value):
         out.append(tensor_meta(prefix, value))
-    elif depth < 2 and isinstance(value, (tuple, list)):
-        for i, item in enumerate(value):
+    elif depth < 2 and sequence_items(value) is not None:
+        for i, item in enumerate(sequence_items(value)):
             _collect(f"{prefix}[{i}]", item, out, depth + 1)
-    elif depth < 2 and isinstance(value, dict):
-        for key, item in value.items():
-            _collect(f"{prefix}[{key!r}]" if not isinstance(key, int) else f"{prefix}[{key}]", item, out, depth + 1)
+    elif depth < 2 and is_a(value, dict):
+        for key, item in dict.items(value):
+            _collect(f"{prefix}[{_key_text(key)}]", item, out, depth + 1)
 
 
-def _attributes(layer: Any, notes: list[str]) -> dict[str, Any]:
-    """The instance attributes (``vars``, or the ``__slots__`` of a slotted class)."""
-    try:
-        return dict(vars(layer))
-    except TypeError:
-        slots = [n for klass in type(layer).__mro__ for n in getattr(klass, "__slots__", ())]
-        return {n: _get(layer, n, notes) for n in slots if hasattr(layer, n)}
+def _key_text(key: Any) -> str:
+    """A dict key as text without running a user's ``__repr__`` (an unknown key shows its type)."""
+    return repr(key) if type(key) in (str, int, bool, float, type(None)) else f"<{type(key).__name__}>"
+
+
+def _attributes(layer: Any) -> dict[str, Any]:
+    """The instance attributes (its ``__dict__``, and the ``__slots__`` of a slotted class), read in C."""
+    attrs = dict(instance_dict(layer))
+    for klass in type(layer).__mro__:
+        slots = klass.__dict__.get("__slots__", ())
+        for name in (slots,) if is_a(slots, str) else (sequence_items(slots) or ()):
+            value = stored(layer, name) if is_a(name, str) else MISSING
+            if value is not MISSING:
+                attrs.setdefault(name, value)
+    return attrs
 
 
 def inspect_layer(layer: Any, index: int, *, part: str = "", sliding_hint: bool | None = None) -> LayerReport:
     """Usage: ``inspect_layer(cache.layers[i], i)``; duck-typed over transformers' cache layer classes."""
     notes: list[str] = []
     cls = type(layer).__name__
-    attrs = _attributes(layer, notes)
+    attrs = _attributes(layer)
     keys, values = attrs.get("keys"), attrs.get("values")
     kmeta = tensor_meta("keys", keys) if is_tensor(keys) else None
     vmeta = tensor_meta("values", values) if is_tensor(values) else None
@@ -207,22 +214,23 @@ def inspect_layer(layer: Any, index: int, *, part: str = "", sliding_hint: bool 
             _collect(name, value, extras)
 
     home = attrs.get("device")
+    home = home if type(home) is str or (type(home).__name__ == "device" and is_library_type(home)) else None
     home_device = None
     if kmeta is not None and home is not None and str(home) != kmeta.device and kmeta.shape not in ((0,),):
         home_device = str(home)
 
     window = attrs.get("sliding_window")
-    window = window if isinstance(window, int) and not isinstance(window, bool) else None
-    is_sliding = bool(attrs.get("is_sliding", _get(layer, "is_sliding", notes, False))) or window is not None
+    window = window if type(window) is int else None
+    is_sliding = attrs.get("is_sliding", _get(layer, "is_sliding", False)) is True or window is not None
     if sliding_hint is not None and not is_sliding:
         is_sliding = sliding_hint
     max_len = attrs.get("max_cache_len")
-    static = isinstance(max_len, int) and not isinstance(max_len, bool)
+    static = type(max_len) is int
 
     has_kv_slot = "keys" in attrs or "values" in attrs
     if not state_attrs and keys is None and values is None and not is_quantized:
-        initialized = bool(attrs.get("is_initialized", False))
-        if initialized or not hasattr(layer, "get_seq_length"):
+        initialized = attrs.get("is_initialized", False) is True
+        if initialized or not type_defines(layer, "get_seq_length"):
             return LayerReport(index, "dummy", cls, part, initialized=True, extras=tuple(extras),
                                notes=("holds no cache (shared-KV or attention-free layer)",) + tuple(notes))
 
@@ -250,14 +258,14 @@ def inspect_layer(layer: Any, index: int, *, part: str = "", sliding_hint: bool 
             seen = read_length(attrs.get("cumulative_length_int"), notes)
             if seen is None:
                 seen = read_length(attrs.get("cumulative_length"), notes)
-            if seen is None and "cumulative_length" not in attrs and hasattr(layer, "get_seq_length"):
+            if seen is None and "cumulative_length" not in attrs and type_defines(layer, "get_seq_length"):
                 seen = _call_length(layer, notes)
             filled = None if seen is None or capacity is None else min(seen, capacity)
         elif is_quantized:
             filled = length  # the residual, kept in full precision
             seen = read_length(attrs.get("cumulative_length"), notes)
             quantized = None if seen is None or filled is None else seen - filled
-            residual_cap = attrs.get("residual_length") if isinstance(attrs.get("residual_length"), int) else None
+            residual_cap = attrs.get("residual_length") if type(attrs.get("residual_length")) is int else None
         else:
             filled = length
             seen = read_length(attrs.get("cumulative_length"), notes)
@@ -274,8 +282,13 @@ def inspect_layer(layer: Any, index: int, *, part: str = "", sliding_hint: bool 
 
 
 def _call_length(layer: Any, notes: list[str]) -> int | None:
+    """``layer.get_seq_length()`` when transformers defines it (a user's method is never called)."""
+    method = library_method(layer, "get_seq_length")
+    if method is None:
+        notes.append("tokens seen unknown (get_seq_length is not transformers' own: not called)")
+        return None
     try:
-        return read_length(layer.get_seq_length(), notes)
+        return read_length(method(), notes)
     except Exception as exc:  # an unknown layer class's method
         notes.append(f"get_seq_length() raised {type(exc).__name__}: {exc}")
         return None
@@ -294,7 +307,8 @@ def tuple_layer(entry: Any, index: int, *, part: str = "", static_capacity: bool
     sliding-window scalar) is kept as an extra; anything else is listed, its length left unknown.
     With ``static_capacity`` the tensor length is reported as a capacity and the fill as unknown.
     """
-    items = list(entry) if isinstance(entry, (tuple, list)) else [entry]
+    items = sequence_items(entry)
+    items = [entry] if items is None else items
     if not items or all(x is None for x in items):
         return empty_layer(index, type(entry).__name__, part)
     k = items[0] if len(items) > 0 else None

@@ -8,9 +8,12 @@ Usage::
 Looks at the module frames of the stack (``llmpdb.inspect.modules``): the innermost one at or above
 ``index`` is "the module you are in". ``labels`` and the cache come from the locals of the module frames,
 innermost first (a cache is a local named ``cache``, ``past_key_values``, ``past_key_value``,
-``layer_past``, ``past`` or ``kv_cache``). Grad and autocast state are the thread's current state, read
-through ``torch`` only when the program imported it. Nothing here reads tensor data: a cache length comes
-from ``get_seq_length()`` when it returns a plain int, else from a key tensor's shape.
+``layer_past``, ``past`` or ``kv_cache`` that ``kv.looks_like_cache`` takes for one, or None). Grad and
+autocast state are the thread's current state, read through ``torch`` only when the program imported it.
+Nothing here reads tensor data: a cache length comes from ``get_seq_length()`` when it returns a plain int,
+else from a key tensor's shape. No user code runs:
+modules are read through their dicts (``kinds.module_attr``), and ``get_seq_length`` is called only when
+transformers defines it (a user's object named ``cache`` is never asked anything).
 """
 
 from __future__ import annotations
@@ -21,12 +24,15 @@ from dataclasses import dataclass
 
 from .frames import frame_locals
 from .compiled import compiled_context
+from .kinds import library_attr, library_method, module_attr, sequence_iter
+from .kv import is_kv_pair, looks_like_cache
 from .modules import ModuleFrame, is_module, model_stack, unwrap_model
 from .safe import is_tensor
 
 __all__ = ["PathSummary", "path_summary", "CACHE_NAMES", "cache_length"]
 
 CACHE_NAMES = ("cache", "past_key_values", "past_key_value", "layer_past", "past", "kv_cache")
+_ABSENT = object()
 _AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps", "hpu")
 _GENERATION_DIR = os.sep + os.path.join("transformers", "generation") + os.sep
 
@@ -53,9 +59,9 @@ class PathSummary:
 def _first_key_tensor(value, depth: int = 0):
     if is_tensor(value):
         return value if value.dim() >= 3 else None
-    if depth < 3 and isinstance(value, (tuple, list)) and value:
-        return _first_key_tensor(value[0], depth + 1)
-    return None
+    items = sequence_iter(value) if depth < 3 else None
+    first = next(items, None) if items is not None else None
+    return None if first is None else _first_key_tensor(first, depth + 1)
 
 
 def cache_length(cache) -> int | None:
@@ -63,14 +69,10 @@ def cache_length(cache) -> int | None:
 
     A transformers ``Cache`` answers through ``get_seq_length()`` (kept only when it is a plain int: a
     tensor would need a read); a tuple cache through its first key's ``shape[-2]`` (batch, heads, seq, dim).
+    Any other object is not asked (its ``get_seq_length`` would be user code).
     """
-    get_len = None
-    if not isinstance(cache, (tuple, list)):
-        try:
-            get_len = getattr(cache, "get_seq_length", None)
-        except Exception:  # a cache object whose __getattr__ raises: no length
-            return None
-    if callable(get_len):
+    get_len = library_method(cache, "get_seq_length")
+    if get_len is not None:
         try:
             value = get_len()
         except Exception:  # an empty or exotic cache that refuses: say nothing rather than guess
@@ -115,22 +117,16 @@ def _attn_implementation(*modules) -> str | None:
     for module in modules:
         if module is None:
             continue
-        try:
-            config = getattr(module, "config", None)
-            value = getattr(config, "_attn_implementation", None) if config is not None else None
-        except Exception:  # a config property that raises
-            value = None
-        if isinstance(value, str) and value:
+        config = module_attr(unwrap_model(module)[0], "config", None)  # a compiled/DDP wrapper: its model's
+        value = library_attr(config, "_attn_implementation", None) if config is not None else None
+        if type(value) is str and value:
             return value
     return None
 
 
 def _training(module) -> bool | None:
-    try:
-        value = getattr(module, "training", None)
-    except Exception:  # a module whose attribute access raises
-        return None
-    return value if isinstance(value, bool) else None
+    value = module_attr(module, "training", None) if is_module(module) else None
+    return value if type(value) is bool else None
 
 
 def _labels_and_cache(stack, modules) -> tuple[bool | None, str | None, int | None]:
@@ -144,9 +140,10 @@ def _labels_and_cache(stack, modules) -> tuple[bool | None, str | None, int | No
         if cache_seen:
             continue
         for name in CACHE_NAMES:
-            if name in local_map:
+            value = local_map.get(name, _ABSENT)
+            is_cache = value is not _ABSENT and (looks_like_cache(value) or is_kv_pair(value))  # a lazy `cache` is not
+            if value is None or is_cache:
                 cache_seen = True
-                value = local_map[name]
                 cache = "" if value is None else type(value).__name__
                 length = None if value is None else cache_length(value)
                 break

@@ -52,12 +52,9 @@ def is_tensor(obj: Any) -> bool:
     """
     torch = sys.modules.get("torch")
     tensor_type = getattr(torch, "Tensor", None) if torch is not None else None
-    if tensor_type is None:
+    if not isinstance(tensor_type, type):
         return False
-    try:
-        return isinstance(obj, tensor_type)
-    except Exception:  # a hostile __class__ property; type() is the ground truth then
-        return issubclass(type(obj), tensor_type)
+    return issubclass(type(obj), tensor_type)  # never isinstance: it reads obj.__class__ (user code)
 
 
 def _shape_text(t: Any) -> str:
@@ -131,7 +128,11 @@ def safe_repr(obj: Any, limit: int = 80) -> str:
 
 
 def safe_getattr(obj: Any, name: str, default: Any = None) -> Any:
-    """Usage: ``safe_getattr(obj, "config", None)``; ``default`` when the attribute is missing or raises."""
+    """Usage: ``safe_getattr(obj, "config", None)``; ``default`` when the attribute is missing or raises.
+
+    This runs the object's properties and ``__getattr__``: use it only on objects whose type is known
+    (a tensor, a module, a transformers class); ``kinds.stored`` / ``kinds.library_attr`` for anything else.
+    """
     try:
         return getattr(obj, name, default)
     except Exception:  # a property or __getattr__ that raises anything, not only AttributeError

@@ -24,6 +24,12 @@ Sets and other iterables are never iterated (iterating may consume a generator o
 The walk is cycle-safe, bounded (``max_depth``, ``max_items``, at most 2000 entries per container and
 20000 objects visited) and records what it left out; an object that raises on access becomes a note.
 The same tensor reached twice keeps both rows, the second flagged ``same as <first path>``.
+
+The walk runs no user code: containers are recognised by ``type(obj)`` and read in C (``dict.items``,
+``tuple.__iter__``, the instance dict through the standard descriptor, dataclass fields from what the
+instance stores), so a lazy property, a ``__getattr__`` proxy or a mock is never asked anything. A
+``Mapping`` whose ``items()`` is the user's own code is entered only when passed explicitly (standard
+library ones such as ``ChainMap`` and ``os.environ`` are read as usual).
 """
 
 from __future__ import annotations
@@ -38,7 +44,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .frames import frame_locals
-from .safe import is_tensor, safe_getattr, safe_repr, short_dtype, tensor_brief, type_name
+from .kinds import (MISSING, instance_dict, is_hf, library_defines, sequence_items, sequence_iter, sequence_length,
+                    stored)
+from .safe import is_tensor, safe_getattr, short_dtype, tensor_brief, type_name
 from .stats import TensorStats, tensor_stats
 
 __all__ = [
@@ -186,7 +194,7 @@ def tensor_info(t: Any, path: str, stats: bool = False) -> TensorInfo:
 
 
 def _is_instance(obj: Any, module: str, attr: str) -> bool:
-    cls = safe_getattr(sys.modules.get(module), attr, None)
+    cls = getattr(sys.modules.get(module), attr, None)  # a library module's class, never a user object's
     return isinstance(cls, type) and issubclass(type(obj), cls)
 
 
@@ -226,7 +234,7 @@ def _key_text(key: Any) -> str:
         return repr(key)
     if type(key) is tuple and all(type(k) in (str, int, bool, type(None)) for k in key):
         return repr(key)
-    return tensor_brief(key) if is_tensor(key) else safe_repr(key, 40)
+    return tensor_brief(key) if is_tensor(key) else f"<{type_name(key)}>"  # its __repr__ is user code
 
 
 def _cut(exc: BaseException, limit: int = 60) -> str:
@@ -235,6 +243,15 @@ def _cut(exc: BaseException, limit: int = 60) -> str:
     except Exception:  # an exception whose __str__ raises
         text = "<message unavailable>"
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _dataclass_fields(cls: type) -> list[str] | None:
+    """The field names of a dataclass type, from the class dicts (``dataclasses.fields`` would ask the class)."""
+    for klass in cls.__mro__:
+        fields = klass.__dict__.get("__dataclass_fields__")
+        if fields is not None:
+            return [name for name in dict.keys(fields) if type(name) is str] if type(fields) is dict else None
+    return None
 
 
 def _param_path(root: str, dotted: str) -> str:
@@ -267,36 +284,55 @@ class _Walker:
             self.keep.append(t)
         self.out.append(info)
 
-    def children(self, obj: Any, explicit: bool) -> tuple[Iterator[tuple[str, Any]], int] | None:
+    def children(self, obj: Any, explicit: bool, path: str = "") -> tuple[Iterator[tuple[str, Any]], int] | None:
         """(lazy (suffix, child) pairs, their count) for a container, None for anything else."""
         cls = type(obj)  # type() runs no user code, unlike isinstance's __class__ lookup
         if issubclass(cls, dict):
-            if "ModelOutput" in _mro_names(obj):
-                return ((f".{k}" if isinstance(k, str) and k.isidentifier() else f"[{_key_text(k)}]", v)
-                        for k, v in dict.items(obj)), len(obj)
-            return ((f"[{_key_text(k)}]", v) for k, v in dict.items(obj)), len(obj)
-        if issubclass(cls, collections.UserDict) and isinstance(safe_getattr(obj, "data"), dict):
-            data = obj.data
+            if is_hf(obj, "ModelOutput"):
+                return ((f".{k}" if type(k) is str and k.isidentifier() else f"[{_key_text(k)}]", v)
+                        for k, v in dict.items(obj)), dict.__len__(obj)
+            return ((f"[{_key_text(k)}]", v) for k, v in dict.items(obj)), dict.__len__(obj)
+        if issubclass(cls, collections.UserDict) and type(stored(obj, "data")) is dict:  # BatchEncoding
+            data = stored(obj, "data")
             return ((f"[{_key_text(k)}]", v) for k, v in dict.items(data)), len(data)
         if issubclass(cls, Mapping):
+            if not explicit and not library_defines(obj, "items", "__iter__", "__getitem__", "__len__"):
+                # a user's Mapping: its items() is its own code (a lazy dataset dict), read only on request
+                self.out.notes.append(f"{path}: a {type_name(obj)} (Mapping) is not entered: `shapes {path}` reads it")
+                return None
             return ((f"[{_key_text(k)}]", v) for k, v in obj.items()), len(obj)
-        if issubclass(cls, tuple):
-            names = getattr(cls, "_fields", None) or getattr(cls, "__match_args__", None)
-            if names and all(isinstance(n, str) for n in names):
-                return ((f".{n}", v) for n, v in zip(names, obj)), len(obj)
-        if issubclass(cls, (list, tuple, collections.deque)):
-            return ((f"[{i}]", v) for i, v in enumerate(obj)), len(obj)
-        if dataclasses.is_dataclass(cls):
-            fields = dataclasses.fields(obj)
-            return ((f".{f.name}", getattr(obj, f.name)) for f in fields), len(fields)
-        try:
-            attrs = object.__getattribute__(obj, "__dict__")
-        except AttributeError:
+        values, length = sequence_iter(obj), sequence_length(obj)
+        if values is None and issubclass(cls, collections.deque):
+            values, length = collections.deque.__iter__(obj), collections.deque.__len__(obj)
+        if values is not None:
+            names = self.field_names(cls) if issubclass(cls, tuple) else None
+            if names is not None:
+                return ((f".{n}", v) for n, v in zip(names, values)), length
+            return ((f"[{i}]", v) for i, v in enumerate(values)), length
+        fields = _dataclass_fields(cls)
+        if fields is not None:
+            pairs = [(name, stored(obj, name)) for name in fields]
+            pairs = [(name, value) for name, value in pairs if value is not MISSING]
+            return ((f".{name}", value) for name, value in pairs), len(pairs)
+        attrs = instance_dict(obj)
+        if not attrs or (len(attrs) > MAX_ATTRS and not explicit):
             return None
-        if not isinstance(attrs, dict) or (len(attrs) > MAX_ATTRS and not explicit):
-            return None
-        items = [(k, v) for k, v in dict.items(attrs) if not (isinstance(k, str) and k.startswith("__"))]
+        items = [(k, v) for k, v in dict.items(attrs) if not (type(k) is str and k.startswith("__"))]
         return ((f".{k}", v) for k, v in items), len(items)
+
+    @staticmethod
+    def field_names(cls: type) -> list[str] | None:
+        """A named tuple's (or structseq's) field names, read from the class dicts without running code."""
+        for attr in ("_fields", "__match_args__"):
+            for klass in cls.__mro__:
+                names = klass.__dict__.get(attr)
+                if names is not None:
+                    names = sequence_items(names)
+                    if names and all(type(n) is str for n in names):
+                        return names
+                    break
+        return None
+
 
     def visit(self, obj: Any, path: str, depth: int, explicit: bool = False) -> None:
         if self.nodes >= MAX_NODES:
@@ -336,7 +372,7 @@ class _Walker:
             if count:
                 self.out.notes.append(f"{path} is {first} (its {count} tensors are listed there)")
             return
-        found = self.children(obj, explicit)
+        found = self.children(obj, explicit, path)
         if found is None:
             return
         if depth >= self.max_depth:

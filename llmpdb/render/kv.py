@@ -17,7 +17,7 @@ from ..inspect.kv import CacheReport, KvHistoryEntry, LayerReport, head_sharing,
 from ..inspect.kv_layers import TensorMeta
 from ..inspect.stats import TensorStats
 from .style import Style, visible_len
-from .table import render_table
+from .table import fit_columns, render_table
 from ..units import format_shape, human_bytes, plural
 
 __all__ = ["render_cache", "render_layer", "render_history", "format_shape", "COLLAPSE_ABOVE"]
@@ -155,6 +155,26 @@ def _layer_notes(report: CacheReport) -> list[str]:
 
 
 
+# How each table fits its width, in order, each step only while still too wide (docs/commands.md, `kv`).
+CACHE_STEPS: tuple[tuple, ...] = (
+    ("cut", "states", 20), ("rename", "filled/capacity", "fill/cap"), ("hide", "seen"), ("hide", "device"),
+    ("hide", "window"), ("cut", "quantized", 12), ("hide", "values"), ("hide", "states"), ("hide", "quantized"),
+)
+LAYER_STEPS: tuple[tuple, ...] = (
+    ("hide", "device"), ("hide", "bytes"), ("hide", "std"), ("hide", "mean"), ("hide", "dtype"),
+    ("cut", "tensor", 8),
+)
+HISTORY_STEPS: tuple[tuple, ...] = (
+    ("cut", "filled per layer", 10), ("hide", "growth"), ("hide", "bytes"), ("cut", "cache", 10),
+)
+
+
+def _hidden(columns: Sequence[str], width: int) -> list[str]:
+    if not columns:
+        return []
+    return [f"{', '.join(columns)} column{'s' * (len(columns) > 1)} hidden to fit {width} columns"]
+
+
 def render_cache(report: CacheReport, *, width: int = 100, style: Style | None = None, path: str = "") -> str:
     """Usage: ``render_cache(inspect_cache(cache), width=100, path="cache")``; summary, memory line, table, notes."""
     style = style or Style()
@@ -181,8 +201,9 @@ def render_cache(report: CacheReport, *, width: int = 100, style: Style | None =
     for part in report.parts:
         part_rows = [_row(l, cols) for l in report.part_layers(part)]
         rows += _collapse(part_rows, index_col) if len(part_rows) > COLLAPSE_ABOVE else part_rows
-    shrink = [headers.index("states")] if cols["states"] else []  # shapes are never cut
-    lines.append(render_table(headers, rows, width=width, shrink=shrink, style=style))
+    headers, rows, hidden = fit_columns(headers, rows, width, CACHE_STEPS)  # shapes are never cut
+    lines.append(render_table(headers, rows, width=width, shrink=(), style=style))
+    lines.extend(style.dim(line) for line in _hidden(hidden, width))
     for note in list(report.notes) + _layer_notes(report):
         lines.append(style.dim(textwrap.fill(note, width=max(width, 40), subsequent_indent="  ")))
     return "\n".join(lines)
@@ -214,7 +235,7 @@ def render_layer(
         head.append(f"quantized {layer.quantized} + residual {_num(layer.filled)}"
                     + (f" (of {layer.residual_capacity})" if layer.residual_capacity else ""))
     head.append(f"of {report.class_name}")
-    lines = ["  ".join(head)]
+    lines = [_pack(head, width)]
     tensors: tuple[TensorMeta, ...] = layer.tensors
     if not tensors:
         lines.append("no tensors" + (f": {layer.notes[0]}" if layer.notes else ""))
@@ -232,8 +253,10 @@ def render_layer(
             else:
                 row += [st or NONE]
         rows.append(row)
-    right = [4] + ([5, 6, 7, 8, 9, 10] if stats is not None else [])
-    lines.append(render_table(headers, rows, width=width, shrink=(), right=right, style=style))  # names, shapes whole
+    headers, rows, hidden = fit_columns(headers, rows, width, LAYER_STEPS)  # shapes are never cut
+    right = [i for i, name in enumerate(headers) if name in ("bytes", "min", "max", "mean", "std", "nan", "inf")]
+    lines.append(render_table(headers, rows, width=width, shrink=(), right=right, style=style))
+    lines.extend(style.dim(line) for line in _hidden(hidden, width))
     if layer.kind in ("static", "static-sliding") and layer.filled is not None and layer.capacity:
         free = layer.capacity - layer.filled
         if free == 1:
@@ -279,7 +302,8 @@ def render_history(entries: Sequence[Any], *, width: int = 100, style: Style | N
     """Usage: ``render_history(SESSION.memory("kv-history", list))``; growth per cache, then one row per stop."""
     style = style or Style()
     if not entries:
-        return "kv history: nothing recorded yet (it records at each stop where `kv` runs or a cache is found)"
+        return textwrap.fill("kv history: nothing recorded yet (it records at each stop where `kv` runs or a cache "
+                             "is found)", width=max(width, 40), subsequent_indent="  ")
     runs = _runs(entries)
     many = len(runs) > 1
     lines = [style.header(f"kv history: {plural(len(entries), 'stop')}, "
@@ -298,9 +322,9 @@ def render_history(entries: Sequence[Any], *, width: int = 100, style: Style | N
                 entry.class_name, _num(entry.seq), _filled_text(entry.filled), human_bytes(entry.nbytes), growth])
             prev = entry
     hidden = max(0, len(rows) - HISTORY_ROWS)
-    table = render_table(headers, rows[hidden:], width=width, shrink=(headers.index("filled per layer"),),
-                         right=(0,), style=style)
-    lines.append(table)
+    headers, shown, gone = fit_columns(headers, rows[hidden:], width, HISTORY_STEPS)
+    lines.append(render_table(headers, shown, width=width, shrink=(), right=(0,), style=style))
+    lines.extend(style.dim(line) for line in _hidden(gone, width))
     if hidden:
         lines.append(style.dim(f"({plural(hidden, 'earlier stop')} not shown)"))
     return "\n".join(lines)

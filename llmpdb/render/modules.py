@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import os
 import shlex
+import textwrap
 from collections.abc import Sequence
 
 from ..inspect.forward_location import ForwardLocation
 from ..inspect.modules import ROOT_LABEL, ModuleFrame, StackEntry
 from ..inspect.path_summary import PathSummary
 from ..units import plural
-from .style import Style, visible_len
-from .table import render_table
+from .style import Style
+from .table import fit_columns, render_table, table_width
 
 __all__ = ["module_label", "render_model_stack", "render_path_summary", "render_module_breakpoints",
            "render_forward_location"]
@@ -83,14 +84,27 @@ def _stack_rows(entries, current, show_all, style, tensor_names: bool, root_name
     return rows, hidden
 
 
+# How the tables fit their width: in order, each step only while still too wide (docs/commands.md).
+STACK_STEPS: tuple[tuple, ...] = (
+    ("hide", "first tensor"), ("hide", "class"), ("cut", "module / code", 24), ("cut", "at", 20),
+    ("cut", "module / code", 12), ("cut", "at", 14), ("cut", "module / code", 8),
+)
+BREAKPOINT_STEPS: tuple[tuple, ...] = (
+    ("cut", "armed on", 12), ("cut", "pattern", 16), ("cut", "condition", 12), ("hide", "calls"),
+    ("hide", "hits"), ("cut", "pattern", 10), ("cut", "condition", 8), ("hide", "once"), ("hide", "after"),
+)
+
+
 def render_model_stack(entries: Sequence[StackEntry], *, current: int | None = None, show_all: bool = False,
                        width: int = 100, style: Style | None = None, root_names: dict | None = None) -> str:
     """Rows: module frames (qualified name, class, file:line, first tensor argument), your own code as
     ``function()``, and the plumbing only with ``show_all``; ``>#N`` marks the ``current`` frame.
     ``root_names`` (``{tree: variable}``) names the rows of those models from their variable.
 
-    When the table is wider than ``width`` it gives up, in turn: the tensor argument's name, the tensor
-    column, the class column; then the module column is cut in the middle."""
+    When the table is wider than ``width`` it gives up, in turn (``STACK_STEPS``): the tensor argument's
+    name, the tensor column, the class column; then the module column is cut in the middle to 24
+    characters (``model.la…self_attn``), the ``at`` column to 20, the module column to 12, ``at`` to 14,
+    the module column to 8."""
     style = style or Style()
     headers = ["#", "module / code", "class", "at", "first tensor"]
     root_names = root_names or {}
@@ -98,23 +112,17 @@ def render_model_stack(entries: Sequence[StackEntry], *, current: int | None = N
     if not rows:
         return "stack-model: no frames"
 
-    def too_wide(table_rows, columns) -> bool:
-        widths = [max([len(headers[i])] + [visible_len(r[i]) for r in table_rows]) for i in columns]
-        return sum(widths) + 2 * (len(columns) - 1) > width
-
-    columns = [0, 1, 2, 3, 4]
-    if too_wide(rows, columns):
+    if table_width(headers, rows) > width:
         rows, hidden = _stack_rows(entries, current, show_all, style, tensor_names=False, root_names=root_names)
-    for drop in (4, 2):
-        if too_wide(rows, columns):
-            columns.remove(drop)
-    table = [[row[i] for i in columns] for row in rows]
-    text = render_table([headers[i] for i in columns], table, width=width, shrink=(1,), right=(0,),
-                        min_width=12, style=style)
+    shown, rows, _ = fit_columns(headers, rows, width, STACK_STEPS)
+    text = render_table(shown, rows, width=width, shrink=(), right=(0,), style=style)
+    notes = []
     if not any(e.module is not None for e in entries):
-        text += "\n" + style.dim("(no module forward on the stack: set the model with `root-model EXPR`)")
+        notes.append("(no module forward on the stack: set the model with `root-model EXPR`)")
     if hidden:
-        text += "\n" + style.dim(f"({hidden} plumbing frames hidden: stack-model --all shows them)")
+        notes.append(f"({hidden} plumbing frames hidden: stack-model --all shows them)")
+    for note in notes:
+        text += "".join("\n" + style.dim(line) for line in textwrap.wrap(note, max(width, 20), subsequent_indent=" "))
     return text
 
 
@@ -171,8 +179,13 @@ def render_module_breakpoints(breakpoints: Sequence, *, width: int = 100, style:
             where = plural(len(modules), "module")
         rows.append([str(bp.number), bp.pattern, bp.condition or "", str(bp.after) if bp.after else "",
                      "yes" if bp.once else "", where, str(bp.calls), str(bp.hits), str(bp.stops)])
-    return render_table(["num", "pattern", "condition", "after", "once", "armed on", "calls", "hits", "stops"],
-                        rows, width=width, shrink=(5, 2, 1), right=(0, 3, 6, 7, 8), min_width=10, style=style)
+    headers = ["num", "pattern", "condition", "after", "once", "armed on", "calls", "hits", "stops"]
+    headers, rows, hidden = fit_columns(headers, rows, width, BREAKPOINT_STEPS)
+    right = [i for i, name in enumerate(headers) if name in ("num", "after", "calls", "hits", "stops")]
+    text = render_table(headers, rows, width=width, shrink=(), right=right, style=style)
+    if hidden:
+        text += "\n" + style.dim(f"{', '.join(hidden)} column{'s' * (len(hidden) > 1)} hidden to fit {width} columns")
+    return text
 
 
 def render_forward_location(location: ForwardLocation, *, edit: bool = False, editor: str | None = None,

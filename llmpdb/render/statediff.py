@@ -92,7 +92,7 @@ def _entries(names: Sequence[str], universe: Sequence[str], status: Callable[[st
 
 def _section(title: str, rows: list[list[str]], width: int, limit: int | None, style: Style,
              headers: Sequence[str] | None = None, right: Sequence[int] = ()) -> list[str]:
-    lines = [style.header(title)]
+    lines = [style.header(line) for line in textwrap.wrap(title, width, subsequent_indent="  ")]
     if not rows:
         return lines
     shown = rows if limit is None or len(rows) <= limit else rows[:limit]
@@ -118,12 +118,17 @@ def render_statediff(d: StateDiff, *, width: int = 100, limit: int | None = 20, 
     tail = f" ({d.other_kind}, {files}{d.other_count} tensors{under})"
     start = f"statediff {d.model_label} ↔ "
     label = ellipsize(d.other_label, max(12, width - len(start) - len(tail)))
-    lines = [start + style.path(label) + tail]
+    if len(start) + len(label) + len(tail) <= width:
+        lines = [start + style.path(label) + tail]
+    else:  # the counts go to a line of their own rather than past the width
+        label = ellipsize(d.other_label, max(12, width - len(start)))
+        lines = [start + style.path(label), "  " + tail.strip()]
     if d.prefix:
         p = d.prefix
         lines.append(f"{p.describe()} → {p.after}/{p.total} match ({p.before}/{p.total} as saved)")
     tied = f"; {len(d.tied)} tied, stored once" if d.tied else ""
     verdict = f"{d.matched}/{d.model_count} model tensors match in name, shape and dtype{tied}"
+    verdict = "\n  ".join(textwrap.wrap(verdict, width - 2))
     lines.append(verdict if d.ok else style.warn(verdict))
     for name, alias in d.tied:
         lines.append(style.dim(f"  tied: {name} = {alias}"))

@@ -3,11 +3,20 @@
 Usage::
 
     render_table(["path", "shape"], [["inputs['input_ids']", "(1, 7)"]], width=80, shrink=(0,))
+    headers, rows, hidden = fit_columns(headers, rows, 80, [("cut", "path", 24), ("hide", "grad")])
 
 Columns are padded to their widest cell and separated by two spaces; trailing spaces are dropped. When the
 table is wider than ``width``, the columns listed in ``shrink`` lose characters from their middle (``…``)
 until it fits or they reach ``min_width``. Cells may hold ANSI colour codes: widths count visible characters.
 ``right`` lists the columns aligned to the right (numbers).
+
+``fit_columns`` is how every table of llmpdb fits its width: a fixed list of steps, each applied only while
+the table is still too wide — ``("rewrite", column, function)`` rewrites every cell of a column
+(``Backward0`` suffixes dropped), ``("cut", column, floor)`` cuts the column's cells in the middle down to
+``floor`` characters (or to its header's length) with ``…`` (``("cut", column, floor, cutter)`` with a
+cutter of one's own), ``("rename", column, shorter)`` shortens a header, ``("hide", column)`` drops the
+column and reports it, so the caller can say so below the table. A step naming a column the table does not
+have is skipped. Shape columns are never in a step.
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ from collections.abc import Sequence
 
 from .style import Style, strip_ansi, visible_len
 
-__all__ = ["render_table", "ellipsize"]
+__all__ = ["render_table", "ellipsize", "fit_columns", "table_width"]
 
 
 def ellipsize(text: str, limit: int) -> str:
@@ -31,6 +40,49 @@ def ellipsize(text: str, limit: int) -> str:
     head = (limit - 1) // 2
     tail = limit - 1 - head
     return plain[:head] + "…" + (plain[-tail:] if tail else "")
+
+
+def table_width(headers: Sequence[str], rows: Sequence[Sequence[str]], gap: int = 2) -> int:
+    """Usage: ``table_width(headers, rows)``; the visible width of the widest line ``render_table`` makes."""
+    widths = [max([visible_len(h)] + [visible_len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    return sum(widths) + gap * (len(headers) - 1)
+
+
+def fit_columns(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int, steps: Sequence[tuple],
+                gap: int = 2) -> tuple[list[str], list[list[str]], list[str]]:
+    """Usage: ``fit_columns(headers, rows, 80, steps)`` -> ``(headers, rows, hidden column names)``.
+
+    Applies ``steps`` in order, each only while the table is wider than ``width`` (see the module's
+    docstring). Returns new lists; the inputs are not changed."""
+    headers = list(headers)
+    rows = [list(r) + [""] * (len(headers) - len(r)) for r in rows]
+    hidden: list[str] = []
+    for step in steps:
+        if table_width(headers, rows, gap) <= width:
+            break
+        kind, name = step[0], step[1]
+        if name not in headers:
+            continue
+        col = headers.index(name)
+        if kind == "hide":
+            del headers[col]
+            for row in rows:
+                del row[col]
+            hidden.append(name)
+        elif kind == "rewrite":
+            for row in rows:
+                row[col] = step[2](row[col])
+        elif kind == "rename":
+            headers[col] = step[2]
+        elif kind == "cut":
+            cutter = step[3] if len(step) > 3 else ellipsize
+            current = max([visible_len(headers[col])] + [visible_len(r[col]) for r in rows])
+            new = max(step[2], visible_len(headers[col]), current - (table_width(headers, rows, gap) - width))
+            if new < current:
+                for row in rows:
+                    if visible_len(row[col]) > new:
+                        row[col] = cutter(row[col], new)
+    return headers, rows, hidden
 
 
 def render_table(

@@ -5,30 +5,34 @@ Usage::
     print(render_tensors(frame_tensors(locals), width=100, namer=DimNamer.from_frame(locals)))
 
 Columns: ``path shape dtype [device] size [grad] [flags] [dims]``, or with ``stats=True``
-``path shape dtype [device] size [flags] min max mean std [nan] [inf]`` (``-`` where a tensor has no
+``path shape dtype [device] size [flags] min max mean std [nan] [inf] [dims]`` (``-`` where a tensor has no
 statistic; ``nan``/``inf`` only when some count is not zero). ``device`` is shown only when some tensor is
 not on the CPU; ``grad``/``flags``/``dims`` only when some row has content. ``grad`` holds the ``grad_fn``
 class, or ``leaf`` for a tensor that requires grad without one. Sizes are binary (``448 B``,
 ``18.0 KiB``); numbers keep three significant digits.
 
-Fitting ``width``, in order and only while too wide: ``grad`` drops its ``Backward0`` suffix, ``dims``
-its spaces, ``flags`` abbreviates; ``flags`` is cut; the ``grad`` column is hidden (said below the table);
-paths are cut keeping their tail (``outputs…layers[0].values``); ``dims`` are cut. Below the table: the
-tensor count and total size (each tensor counted once, aliases named), what the walk left out, where
-dimension names came from, then the modules and optimizers that were summarized rather than listed.
+Fitting ``width`` (``_STEPS``, in order and only while too wide): ``grad`` drops its ``Backward0`` suffix,
+``dims`` its spaces, ``flags`` abbreviates; the ``grad`` column is hidden; paths are cut in the middle to 24
+characters, keeping more of the tail (``outputs…layers[0].values``); ``dims`` abbreviate their long names
+(``batch·kvh·seq·hd``), then all (``b·kvh·s·hd``), with a legend; ``flags`` are cut to 10; paths to 16; the
+``size`` column is hidden, then ``flags``; paths are cut to 12; ``dims``, ``std``, ``mean``, ``dtype``,
+``device`` are hidden; paths are cut to 6. A shape is never cut; a hidden column is named below the table.
+Below the table: the tensor count and total size (each tensor counted once, aliases named), what the walk
+left out, where dimension names came from, then the modules and optimizers that were summarized rather than
+listed.
 """
 
 from __future__ import annotations
 
 import re
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from ..inspect.dims import DimNamer
 from ..inspect.tensors import ObjectSummary, TensorInfo
 from ..units import format_number, format_shape, human_bytes, human_count, plural
 from .style import Style
-from .table import ellipsize, render_table
+from .table import fit_columns, render_table
 
 __all__ = ["render_tensors", "render_objects", "cut_path"]
 
@@ -46,7 +50,9 @@ def _shown_flag(flag: str, info: TensorInfo) -> bool:
 
 def _dims(namer: DimNamer | None, info: TensorInfo) -> str:
     """Parameters never have a batch dimension; everything else is read batch-first."""
-    return namer.describe(info.shape, batched="Parameter" not in info.flags) if namer is not None else ""
+    if namer is None:
+        return ""
+    return namer.describe(info.shape, batched="Parameter" not in info.flags, path=info.path)
 
 
 def _wrap(line: str, width: int) -> list[str]:
@@ -75,12 +81,11 @@ def _footer(infos: Sequence[TensorInfo], stats: bool, namer: DimNamer | None, na
         lines.append("same tensor, counted once: " + ", ".join(aliases))
     if named and namer is not None:
         dims = [_dims(namer, i) for i in infos]
-        legend = (["a|b = same size"] if any("|" in d for d in dims) else []) + (
-            ["? = unknown size"] if any("?" in d for d in dims) else [])
+        legend = ["? = unknown or shared size"] if any("?" in d for d in dims) else []
         source = namer.source or ""
         if source:  # "from self.config (LlamaConfig), batch/seq from x", or with no config "; seq from x"
-            source = f"; {source}" if source.startswith(("batch/seq ", "seq ")) else f" from {source}"
-        lines.append(f"dims by size{source}" + (f"; {', '.join(legend)}" if legend else ""))
+            source = f": {source}" if source.startswith(("batch/seq ", "seq ", "self (")) else f" from {source}"
+        lines.append(f"dims{source}" + (f"; {', '.join(legend)}" if legend else ""))
     if stats:
         counted = [i for i in infos if i.stats is not None]
         clean = not any(i.stats.nan or i.stats.inf for i in counted)
@@ -111,48 +116,62 @@ def cut_path(path: str, limit: int) -> str:
     return path[:head] + "…" + path[len(path) - (limit - 1 - head):]
 
 
-def _fit(headers: list[str], rows: list[list[str]], width: int, cuts: Sequence[tuple[int, int]],
-         compact: Sequence[tuple[int, Callable[[str], str]]] = ()) -> None:
-    """Shorten cells in place so the table fits ``width``: first the ``compact`` rewrites (column, function),
-    then middle-ellipsis ``cuts`` (column, floor), each in order and only while the table is too wide."""
-
-    for col, rewrite in compact:
-        if _table_width(headers, rows) > width:
-            for row in rows:
-                row[col] = rewrite(row[col])
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-    excess = sum(widths) + 2 * (len(headers) - 1) - width
-    for col, floor in cuts:
-        if excess <= 0:
-            break
-        new = max(floor, len(headers[col]), widths[col] - excess)
-        if new >= widths[col]:
-            continue
-        excess -= widths[col] - new
-        for row in rows:
-            row[col] = cut_path(row[col], new) if headers[col] == "path" else ellipsize(row[col], new)
+_ABBREV = {"batch": "b", "seq": "s", "q_seq": "qs", "k_seq": "ks", "tokens": "tok", "heads": "h",
+           "kv_heads": "kvh", "head_dim": "hd", "hidden": "hid", "intermediate": "ffn", "vocab": "voc",
+           "q_dim": "qd", "kv_dim": "kvd", "qkv": "qkv", "experts": "exp", "top_k": "topk"}
+_LONG = ("kv_heads", "head_dim", "intermediate", "experts")  # abbreviated first, the short names kept
 
 
-_FLOORS = {"flags": 12, "path": 24, "grad": 8, "dims": 20}
-_COMPACT: dict[str, Callable[[str], str]] = {
-    "grad": lambda text: re.sub(r"Backward\d*$", "", text) or text,
-    "dims": lambda text: text.replace(" · ", "·"),
-    "flags": lambda text: text.replace("non-contiguous", "non-contig"),
-}
+def _abbreviate_dims(text: str, only: Sequence[str] | None = None) -> str:
+    names = text.replace(" · ", "·").split("·") if text else []
+    return "·".join(_ABBREV.get(n, n) if only is None or n in only else n for n in names) if text else text
 
 
-def _table_width(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> int:
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-    return sum(widths) + 2 * (len(headers) - 1)
+def _drop_backward(text: str) -> str:
+    return re.sub(r"Backward\d*$", "", text) or text
 
 
-def _fitted_rows(columns: dict[str, list[str]], keep: list[str], n: int, width: int,
-                 cut: bool) -> list[list[str]]:
-    rows = [[columns[c][r] for c in keep] for r in range(n)]
-    floors = {c: f for c, f in _FLOORS.items() if c in keep and (cut or c == "flags")}
-    _fit(keep, rows, width, [(keep.index(c), f) for c, f in floors.items()],
-         [(keep.index(c), f) for c, f in _COMPACT.items() if c in keep])
-    return rows
+# How the table fits its width, in order, each step only while it is still too wide (docs/commands.md).
+_STEPS: tuple[tuple, ...] = (
+    ("rewrite", "grad", _drop_backward),
+    ("rewrite", "dims", lambda text: text.replace(" · ", "·")),
+    ("rewrite", "flags", lambda text: text.replace("non-contiguous", "non-contig")),
+    ("hide", "grad"),
+    ("cut", "path", 24, cut_path),
+    ("rewrite", "dims", lambda text: _abbreviate_dims(text, _LONG)),
+    ("rewrite", "dims", _abbreviate_dims),
+    ("cut", "flags", 10),
+    ("cut", "path", 16, cut_path),
+    ("hide", "size"),
+    ("hide", "flags"),
+    ("cut", "path", 12, cut_path),
+    ("hide", "dims"),
+    ("hide", "std"),
+    ("hide", "mean"),
+    ("hide", "dtype"),
+    ("hide", "device"),
+    ("cut", "path", 6, cut_path),
+)
+_OBJECT_STEPS: tuple[tuple, ...] = (
+    ("cut", "detail", 16), ("cut", "class", 16), ("cut", "object", 16), ("hide", "detail"),
+    ("hide", "device"), ("cut", "class", 10), ("cut", "object", 10), ("hide", "dtype"), ("hide", "params"),
+)
+
+
+def _hidden_line(hidden: Sequence[str], width: int) -> list[str]:
+    if not hidden:
+        return []
+    return [f"{', '.join(hidden)} column{'s' * (len(hidden) > 1)} hidden to fit {width} columns"]
+
+
+def _legend(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """The abbreviations used in a ``dims`` column that had to be abbreviated."""
+    if "dims" not in headers:
+        return []
+    col = headers.index("dims")
+    used = {part for row in rows for part in row[col].split("·")}
+    pairs = [f"{short} {name}" for name, short in _ABBREV.items() if short in used and short != name]
+    return ["dims abbreviated: " + ", ".join(pairs)] if pairs else []
 
 
 def render_objects(objects: Sequence[ObjectSummary], *, width: int = 100, style: Style = Style()) -> str:
@@ -161,10 +180,13 @@ def render_objects(objects: Sequence[ObjectSummary], *, width: int = 100, style:
     rows = [[o.path, o.type_name, human_count(o.params) if o.kind == "module" else "",
              "+".join(o.dtypes) or "-", "+".join(o.devices) or "-", human_bytes(o.nbytes), o.detail]
             for o in objects]
-    _fit(headers, rows, width, [(6, 16), (1, 16), (0, 16)])
+    headers, rows, hidden = fit_columns(headers, rows, width, _OBJECT_STEPS)
     for row in rows:
         row[0] = style.path(row[0])
-    return render_table(headers, rows, width=width, shrink=(), right=(2, 5), style=style)
+    right = [i for i, name in enumerate(headers) if name in ("params", "size")]
+    lines = [render_table(headers, rows, width=width, shrink=(), right=right, style=style)]
+    lines += [style.dim(line) for line in _hidden_line(hidden, width)]
+    return "\n".join(lines)
 
 
 def render_tensors(
@@ -180,13 +202,12 @@ def render_tensors(
 
     ``infos`` may be a plain list or a ``TensorWalk`` (whose ``objects``, ``notes``, ``left_out`` and
     ``unsearched`` are rendered too). ``grad``/``flags``/``dims`` columns appear only when some row has
-    content for them; with ``stats`` the ``grad`` and ``dims`` columns give way to the statistics.
+    content for them; with ``stats`` the ``grad`` column gives way to the statistics (``dims`` stays, last).
     ``empty`` is the line printed when there is no tensor at all.
     """
     objects = getattr(infos, "objects", [])
     notes = getattr(infos, "notes", [])
     out: list[str] = []
-    hidden: list[str] = []
     if infos:
         columns: dict[str, list[str]] = {
             "path": [i.path for i in infos],
@@ -198,10 +219,9 @@ def render_tensors(
             "flags": [", ".join(f for f in i.flags if _shown_flag(f, i)) for i in infos],
             "dims": [_dims(namer, i) for i in infos],
         }
-        named = any(columns["dims"]) and not stats
+        named = any(columns["dims"])
         keep = ["path", "shape", "dtype"] + (["device"] if any(d != "cpu" for d in columns["device"]) else [])
         keep += ["size"] + [c for c in ("grad", "flags") if any(columns[c]) and not (stats and c == "grad")]
-        keep += ["dims"] if named else []
         if stats:
             values = [[format_number(v) for v in (s.min, s.max, s.mean, s.std, s.nan, s.inf)]
                       if (s := i.stats) is not None else ["-"] * 6 for i in infos]
@@ -209,21 +229,22 @@ def render_tensors(
                 columns[name] = [v[k] for v in values]
                 if k < 4 or any(v not in ("0", "-") for v in columns[name]):
                     keep.append(name)
-        rows = _fitted_rows(columns, keep, len(infos), width, cut=False)
-        if _table_width(keep, rows) > width and "grad" in keep:
-            keep.remove("grad")  # grad_fn names matter least: drop them before cutting paths or dims
-            hidden.append(f"grad column hidden to fit {width} columns")
-        rows = _fitted_rows(columns, keep, len(infos), width, cut=True)
+        keep += ["dims"] if named else []
+        rows = [[columns[c][r] for c in keep] for r in range(len(infos))]
+        keep, rows, hidden = fit_columns(keep, rows, width, _STEPS)
+        legend = _legend(keep, rows)
         for row in rows:
             row[0] = style.path(row[0])
         right = [i for i, c in enumerate(keep) if c in ("size", "min", "max", "mean", "std", "nan", "inf")]
         out.append(render_table(keep, rows, width=width, shrink=(), right=right, style=style))
-        for line in _footer(infos, stats, namer, named) + hidden:
+        extra = legend + _hidden_line(hidden, width)
+        for line in _footer(infos, stats, namer, named and "dims" in keep) + extra:
             out.extend(style.dim(part) for part in _wrap(line, width))
     else:
         out.append(empty + _unsearched(infos))
     if objects:
-        out.append("modules and optimizers (summarized, not expanded; `shapes NAME` lists a module's tensors):")
+        out.extend(_wrap("modules and optimizers (summarized, not expanded; `shapes NAME` lists a module's tensors):",
+                         width))
         out.append(render_objects(objects, width=width, style=style))
     out.extend(style.warn(note) for note in notes)
     return "\n".join(out)

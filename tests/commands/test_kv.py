@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bdb
 import inspect
+import re
 
 import pytest
 import torch
@@ -93,11 +94,14 @@ def test_layer_detail_with_stats_and_static_capacity():
     assert "static capacity" in summary
     lines = detail.splitlines()
     assert lines[0] == "layer 1  static  StaticLayer  filled 7 / 8  of StaticCache"
-    assert lines[1].split() == ["tensor", "shape", "dtype", "device", "bytes", "min", "max", "mean", "std", "nan", "inf"]
-    assert lines[2].split()[:7] == ["keys", "(1,", "2,", "8,", "16)", "f32", "cpu"]
+    # 109 columns with every column: the device column goes first, to fit 100 (said below the table)
+    assert lines[1].split() == ["tensor", "shape", "dtype", "bytes", "min", "max", "mean", "std", "nan", "inf"]
+    assert max(len(line) for line in lines) <= 100
+    assert lines[2].split()[:7] == ["keys", "(1,", "2,", "8,", "16)", "f32", "1.0"]
     assert lines[2].split()[-2:] == ["0", "0"]  # no NaN, no Inf
     assert lines[4].split()[:2] == ["cumulative_length", "()"]
-    assert lines[-1] == "position 7 of the preallocated tensors is not filled yet"
+    assert lines[-2:] == ["device column hidden to fit 100 columns",
+                          "position 7 of the preallocated tensors is not filled yet"]
 
 
 def test_encoder_decoder_parts():
@@ -140,7 +144,68 @@ def no_cache_here():
 def test_no_cache_in_frame_is_one_line():
     out = debug_transcript(no_cache_here, ["c", "kv", "kv 0", "c"])
     for chunk in outputs_of(out)[1:3]:
-        assert chunk.strip() == f"*** kv: no KV cache in this frame (looked at {SEARCHED})"
+        assert chunk.strip() == f"*** kv: no KV cache in this frame or the model frames around it (looked at {SEARCHED})"
+
+
+def llama_then_generate():
+    model = tiny_llama()
+    torch.manual_seed(1)
+    ids = torch.randint(3, 200, (1, 7))
+    breakpoint()
+    model.generate(ids, max_new_tokens=2, do_sample=False)
+
+
+def test_inside_the_mlp_kv_finds_the_cache_of_the_decoder_layer_and_says_where():
+    """The path line sees the cache of the enclosing model frames; `kv` finds the same one and names its frame."""
+    out = debug_transcript(llama_then_generate, ["c", "bm layers.1.mlp", "c", "kv", "kv 0", "kv --history",
+                                                 "clear-module all", "c"])
+    chunks = outputs_of(out)
+    stop, summary, layer, history = chunks[2], chunks[3], chunks[4], chunks[5]
+    assert "path: eval, no_grad, generate(), no labels, cache DynamicCache len 7" in stop
+    assert "(LlamaMLP)" in stop
+    lines = summary.splitlines()
+    match = re.fullmatch(r"cache from LlamaDecoderLayer\.forward \(frame (\d+)\): cache", lines[0])
+    assert match, lines[0]
+    assert lines[1].startswith("cache: DynamicCache  2 layers  seq 7 (filled)  kv heads 2 / q heads 4 (GQA ×2)")
+    assert "1      full  (1, 2, 7, 16)  (1, 2, 7, 16)  7 / —            —" in lines  # layer 1 updated before its MLP
+    assert layer.splitlines()[1] == "layer 0  full  DynamicLayer  filled 7 / —  of DynamicCache"
+    assert history.splitlines()[0] == "kv history: 1 stop, 1 cache"  # the stop recorded the enclosing cache too
+    number = int(match.group(1))
+    check = outputs_of(debug_transcript(llama_then_generate, [
+        "c", "bm layers.1.mlp", "c", f"frame {number}", "p type(self).__name__, self.self_attn.layer_idx",
+        "clear-module all", "c"]))
+    assert check[4].strip() == "('LlamaDecoderLayer', 1)"  # the frame number is the one `frame N` goes to
+
+
+def plain_decode_stopping():
+    model = plain_model()
+    ids = torch.tensor([[1, 2, 3, 4, 5]])
+    past = None
+    breakpoint()
+    with torch.no_grad():
+        for _ in range(2):
+            logits, past = model(ids, past)
+            ids = logits[:, -1:].argmax(-1)
+    return past
+
+
+def test_kv_on_one_layers_pair_explains_it_and_bare_kv_finds_the_whole_cache():
+    out = debug_transcript(plain_decode_stopping, ["c", "bm blocks.1", "c", "c", "kv past", "kv past 0 --stats",
+                                                   "kv past 1", "kv", "clear-module all", "c"])
+    pair, stats, bad, whole = outputs_of(out)[4:8]
+    assert pair.splitlines() == [
+        "past is one layer's (keys, values) pair, not a whole cache",
+        "seq 5  kv heads 4  head_dim 8  (read as batch · kv_heads · seq · head_dim)",
+        "tensor  shape         dtype  device  bytes",
+        "keys    (1, 4, 5, 8)  f32    cpu     640 B",
+        "values  (1, 4, 5, 8)  f32    cpu     640 B",
+        "`kv` alone finds the whole cache (this frame, then the model frames around it)",
+    ]
+    assert stats.splitlines()[2].split()[:2] == ["tensor", "shape"] and stats.splitlines()[3].split()[-2:] == ["0", "0"]
+    assert bad.strip() == "*** kv: past is one layer's (keys, values) pair: it has no layer 1"
+    lines = whole.splitlines()
+    assert re.fullmatch(r"cache from PlainLM\.forward \(frame \d+\): past", lines[0])
+    assert lines[1] == "past: tuple  2 layers  seq 5 (filled)  kv heads 4  head_dim 8  f32 cpu  2.5 KiB"
 
 
 def test_bad_arguments_are_one_line():

@@ -44,16 +44,17 @@ outputs.cache.layers[1].keys    (1, 2, 7, 16)  f32      896 B  batch · kv_heads
 outputs.cache.layers[1].values  (1, 2, 7, 16)  f32      896 B  batch · kv_heads · seq · head_dim
 8 tensors, 10.6 KiB total
 same tensor, counted once: inputs['input_ids'] = ids
-dims by size from model.config (LlamaConfig), batch/seq from inputs['input_ids']
+dims from model.config (LlamaConfig), batch/seq from inputs['input_ids']
 modules and optimizers (summarized, not expanded; `shapes NAME` lists a module's tensors):
 object  class             params  dtype  device       size  detail
 model   LlamaForCausalLM  106.8K  f32    cpu     417.3 KiB  eval"""
     assert out[2].splitlines()[1:3] == ["inputs['input_ids']       (1, 7)  i64    56 B  batch · seq",
                                         "inputs['attention_mask']  (1, 7)  i64    56 B  batch · seq"]
     stats = out[3].splitlines()
-    assert stats[0].split() == ["path", "shape", "dtype", "size", "min", "max", "mean", "std"]
+    assert stats[0].split() == ["path", "shape", "dtype", "size", "min", "max", "mean", "std", "dims"]
     assert stats[1].startswith("outputs.logits[:, -1]  (1, 256)  f32    1.0 KiB")
-    assert stats[3] == "min/max/mean/std ignore NaN and Inf; no NaN or Inf in any tensor; std is unbiased"
+    assert stats[1].endswith("batch · vocab")  # --stats keeps the dims column
+    assert stats[4] == "min/max/mean/std ignore NaN and Inf; no NaN or Inf in any tensor; std is unbiased"
     assert out[4] == "*** shapes: cannot evaluate 'nope': NameError: name 'nope' is not defined"
     assert out[5] == "*** shapes: unknown option --bogus (usage: shapes [EXPR] [--stats])"
     assert out[6] == "no tensors in 3 (int)"
@@ -104,7 +105,7 @@ input_ids      (1, 7)         i64       56 B                             batch·
 hidden_states  (1, 7, 64)     f32    1.8 KiB  Embedding                  batch·seq·hidden
 q              (1, 4, 7, 16)  f32    1.8 KiB  Transpose  non-contiguous  batch·heads·seq·head_dim
 3 tensors, 3.6 KiB total
-dims by size from self.config (LlamaConfig), batch/seq from input_ids
+dims from self.config (LlamaConfig), batch/seq from input_ids
 modules and optimizers (summarized, not expanded; `shapes NAME` lists a module's tensors):
 object  class  params  dtype  device       size  detail
 self    Block  106.8K  f32    cpu     417.3 KiB  training"""
@@ -128,10 +129,11 @@ def meta_frame():
 def test_shapes_stats_on_meta_tensors_computes_nothing():
     out = answers(debug_transcript(meta_frame, ["c", "shapes --stats", "shapes model.lm_head", "c"]))
     assert out[1].splitlines()[:2] == [
-        "path    shape       dtype  device     size  min  max  mean  std",
-        "hidden  (1, 7, 64)  f32    meta    1.8 KiB    -    -     -    -"]
-    assert out[1].splitlines()[2:4] == [
-        "1 tensor, 1.8 KiB total", "no statistics for 1 tensor (meta: no readable data, nothing computed)"]
+        "path    shape       dtype  device     size  min  max  mean  std  dims",
+        "hidden  (1, 7, 64)  f32    meta    1.8 KiB    -    -     -    -  1 · ? · hidden"]
+    assert out[1].splitlines()[2:5] == [
+        "1 tensor, 1.8 KiB total", "dims from model.config (LlamaConfig); ? = unknown or shared size",
+        "no statistics for 1 tensor (meta: no readable data, nothing computed)"]
     assert out[2].splitlines()[1] == \
         "model.lm_head.weight  (256, 64)  f32    meta    64.0 KiB  leaf  Parameter  vocab · hidden"
 
@@ -175,9 +177,10 @@ def test_shapes_in_llama_attention_forward():
     out = answers(debug_transcript(llama_attention_stop, ["c", "shapes", "up", "shapes", "c"]))
     assert out[1].splitlines()[:3] == [
         "path                    shape          dtype     size  flags           dims",
-        "query                   (1, 4, 7, 16)  f32    1.8 KiB  non-contiguous  1 · heads · seq · head_dim",
-        "key                     (1, 2, 7, 16)  f32      896 B                  1 · kv_heads · seq · head_dim"]
-    assert "dims by size from module.config (LlamaConfig), seq from kwargs['position_ids']" in out[1]
+        "query                   (1, 4, 7, 16)  f32    1.8 KiB  non-contiguous  batch·heads·seq·head_dim",
+        "key                     (1, 2, 7, 16)  f32      896 B                  batch·kv_heads·seq·head_dim"]
+    # the batch comes from the enclosing LlamaAttention.forward's hidden_states
+    assert "dims from module.config (LlamaConfig), batch/seq from hidden_states of LlamaAttention.forward" in out[1]
     rows = {line.split()[0]: line for line in out[3].splitlines()}
     assert rows["query_states"].endswith("(1, 4, 7, 16)  f32    1.8 KiB  non-contiguous  batch·heads·seq·head_dim")
     assert rows["key_states"].endswith("(1, 2, 7, 16)  f32      896 B                  batch·kv_heads·seq·head_dim")

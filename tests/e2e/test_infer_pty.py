@@ -45,9 +45,9 @@ def test_python_m_llmpdb_shapes_tour():
 
         stats = s.run("shapes --stats")
         header = stats.splitlines()[0].split()
-        assert header[-4:] == ["min", "max", "mean", "std"]
+        assert header[-5:] == ["min", "max", "mean", "std", "dims"]  # --stats keeps the dims column
         mask = _rows(stats)["inputs['attention_mask']"]
-        assert mask[-4:] == ["1", "1", "1", "0"]  # an all-ones mask: min 1, max 1, mean 1, std 0
+        assert mask[-5:] == ["1", "1", "1", "0", "batch·seq"]  # an all-ones mask: min 1, max 1, mean 1, std 0
 
         assert s.run("help shapes").startswith("shapes [EXPR] [--stats]")
         assert s.run("help stack-model").startswith("stack-model")

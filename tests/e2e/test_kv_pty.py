@@ -18,7 +18,8 @@ def test_kv_after_the_model_call():
     with PtySession(["-m", "llmpdb", "examples/infer.py"]) as s:
         s.wait_prompt()
         s.run("c")
-        assert s.run("kv").strip().startswith("*** kv: no KV cache in this frame (looked at past_key_values")
+        assert s.run("kv").strip().startswith(
+            "*** kv: no KV cache in this frame or the model frames around it (looked at past_key_values")
 
         s.run("c")
         stop3 = s.run("c")
@@ -41,5 +42,26 @@ def test_kv_after_the_model_call():
         history = s.run("kv --history").splitlines()
         assert history[:2] == ["kv history: 1 stop, 1 cache", "DynamicCache (outputs.cache): seq 7"]
         assert s.run("help kv").startswith("kv [EXPR] [LAYER] [--stats] [--history]")
+        rest = s.finish("c")
+    assert "done" in rest and s.exitstatus == 0
+
+
+def test_kv_inside_the_mlp_during_generate_finds_the_decoder_layers_cache():
+    """The path line says `cache DynamicCache len 7` inside LlamaMLP.forward; `kv` shows that cache and its frame."""
+    with PtySession(["-m", "llmpdb", "examples/infer.py"]) as s:
+        s.wait_prompt()
+        s.run("c")
+        s.run("c")
+        s.run("c")  # stop 3, after model(**inputs); generate() comes next
+        assert s.run("bm layers.0.mlp").startswith("module breakpoint 1:")
+        stop = s.run("c")
+        assert "generate(), no labels, cache DynamicCache len 7" in stop and "(LlamaMLP)" in stop
+        lines = s.run("kv").splitlines()
+        assert lines[0].startswith("cache from LlamaDecoderLayer.forward (frame ") and lines[0].endswith("): cache")
+        assert lines[1].startswith("cache: DynamicCache  2 layers  seq 7 (filled)  kv heads 2 / q heads 4 (GQA ×2)")
+        number = lines[0].split("(frame ")[1].split(")")[0]
+        s.run(f"frame {number}")
+        assert s.run("p type(self).__name__").strip() == "'LlamaDecoderLayer'"
+        s.run("clear-module all")
         rest = s.finish("c")
     assert "done" in rest and s.exitstatus == 0

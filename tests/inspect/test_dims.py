@@ -47,14 +47,16 @@ def test_size_one_is_never_guessed_beyond_leading_batch():
     assert two.describe((1, 1, 5, 5)) == "1 · 1 · seq · seq"
 
 
-def test_ambiguous_sizes_show_every_candidate():
-    # head_dim 16 and seq 16; batch 2 and kv_heads 2
+def test_shared_sizes_print_a_question_mark_and_the_leading_dimension_is_the_batch():
+    # head_dim 16 and seq 16; batch 2 and kv_heads 2: by size, a shared size names nothing
     namer = DimNamer.from_config(tiny_llama().config, batch=2, seq=16)
-    assert namer.describe((2, 2, 16, 16)) == "batch|kv_heads · kv_heads · seq|head_dim · seq|head_dim"
-    assert namer.describe((2, 3, 99)) == "batch|kv_heads · ? · ?"
-    # batch-first: "batch" is never offered for a later dimension, nor for a 1-d tensor
-    assert namer.describe((16, 2)) == "seq|head_dim · kv_heads"
-    assert DimNamer.from_config(None, batch=3, seq=5).describe((5, 3)) == "seq · ?"
+    assert namer.describe((2, 2, 16, 16)) == "batch · kv_heads · ? · ?"
+    assert namer.describe((2, 3, 99)) == "batch · ? · ?"
+    # batch-first: "batch" is never offered for a later dimension, nor for a 1-d tensor, and the
+    # leading dimension of a batched tensor gets no other name
+    assert namer.describe((16, 2), batched=False) == "? · kv_heads"
+    assert namer.describe((32, 64)) == "tokens · hidden"                       # batch × seq rows
+    assert DimNamer.from_config(None, batch=3, seq=5).describe((5, 3)) == ""
     assert DimNamer.from_config(None, batch=3, seq=5).describe((3,)) == ""
 
 

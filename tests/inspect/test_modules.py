@@ -336,6 +336,7 @@ def test_render_model_stack_narrow_and_all():
         " #7  model.layers.1.self_attn  modeling_llama.py:241",
     ]
     lines = render_model_stack(synthetic_stack(), current=5, width=40).splitlines()
-    # The module column is cut in the middle down to 12 characters (the table may stay a little wider).
-    assert lines[4] == ">#5  model.…yers.1  modeling_llama.py:299"
-    assert lines[5] == " #7  model.…f_attn  modeling_llama.py:241"
+    # The module column is cut in the middle down to 12 characters, then the file:line column to 20.
+    assert lines[4] == ">#5  model.…yers.1  modeling_…ama.py:299"
+    assert lines[5] == " #7  model.…f_attn  modeling_…ama.py:241"
+    assert max(len(line) for line in lines) <= 40

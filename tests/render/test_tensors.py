@@ -51,7 +51,7 @@ outputs.cache.layers[1].values  (1, 2, 7, 16)  f32      896 B  batch · kv_heads
 logits                          (1, 7, 256)    f32    7.0 KiB  batch · seq · vocab
 8 tensors, 10.6 KiB total
 same tensor, counted once: logits = outputs.logits
-dims by size from model.config (LlamaConfig), batch/seq from inputs['input_ids']
+dims from model.config (LlamaConfig), batch/seq from inputs['input_ids']
 modules and optimizers (summarized, not expanded; `shapes NAME` lists a module's tensors):
 object  class             params  dtype  device       size  detail
 model   LlamaForCausalLM  106.8K  f32    cpu     417.3 KiB  eval"""
@@ -73,7 +73,7 @@ outputs.cache.layers[1].keys    (1, 2, 7, 16)  f32      896 B  Cat              
 outputs.cache.layers[1].values  (1, 2, 7, 16)  f32      896 B  Cat                         batch · kv_heads · seq · head_dim
 k                               (1, 7, 2, 16)  f32      896 B  Transpose   non-contiguous  batch · seq · kv_heads · head_dim
 7 tensors, 11.4 KiB total
-dims by size from model.config (LlamaConfig), batch/seq from input_ids"""
+dims from model.config (LlamaConfig), batch/seq from input_ids"""
     text = render_tensors(walk, width=100, namer=namer)
     assert text == """\
 path                          shape          dtype     size  flags       dims
@@ -85,7 +85,7 @@ outputs.cache.layers[1].keys  (1, 2, 7, 16)  f32      896 B              batch·
 outputs.c…e.layers[1].values  (1, 2, 7, 16)  f32      896 B              batch·kv_heads·seq·head_dim
 k                             (1, 7, 2, 16)  f32      896 B  non-contig  batch·seq·kv_heads·head_dim
 7 tensors, 11.4 KiB total
-dims by size from model.config (LlamaConfig), batch/seq from input_ids
+dims from model.config (LlamaConfig), batch/seq from input_ids
 grad column hidden to fit 100 columns"""
     assert max(len(line) for line in text.splitlines()[:8]) == 100
 
@@ -129,10 +129,10 @@ def test_ambiguous_legend_notes_and_unsearched():
     walk.notes.append("y: not searched (RuntimeError: boom)")
     assert render_tensors(walk, width=100, namer=namer) == """\
 path  shape       dtype   size  dims
-x     (2, 16, 5)  f32    640 B  batch|kv_heads · seq|head_dim · ?
+x     (2, 16, 5)  f32    640 B  batch · ? · ?
 1 tensor, 640 B total; 1 containers/entries not searched (limits: depth 2, 2000 entries per
   container)
-dims by size; a|b = same size, ? = unknown size
+dims; ? = unknown or shared size
 y: not searched (RuntimeError: boom)"""
 
 
@@ -154,4 +154,4 @@ def test_footer_without_a_config_names_where_batch_and_seq_came_from():
 
     local_vars = {"labels": torch.zeros(2, 35, dtype=torch.long)}
     text = render_tensors(frame_tensors(local_vars), namer=DimNamer.from_frame(local_vars))
-    assert text.splitlines()[-1] == "dims by size; batch/seq from labels"
+    assert text.splitlines()[-1] == "dims: batch/seq from labels"

@@ -1,0 +1,173 @@
+"""Pause at the first module whose output (or output gradient) holds a NaN or an Inf.
+
+Usage::
+
+    engine = nan_breaks()                 # the process's engine (kept in the session)
+    engine.arm(grad=False, roots=[model]) # outputs: a global forward hook
+    engine.arm(grad=True, roots=[model])  # gradients too: each output that requires grad gets a tensor hook
+    engine.disarm()                       # every hook off
+
+How it checks: one reduction per floating-point output tensor of every module call, ``t.sum()``, whose
+result is finite exactly when every value is (``bad_values``; a non-finite sum is confirmed with
+``isfinite(t).all()``). This reads values: the user asked for it by arming it. The hook is global
+(``register_module_forward_hook``), so modules created later are checked too; it is skipped inside a
+graph dynamo is compiling. With ``grad`` armed, the same forward hook registers a hook on each output
+tensor that requires grad, and that hook checks the gradient with respect to the output when backward
+reaches it (a tensor hook, not ``register_full_backward_hook``: that one wraps every module's inputs and
+outputs in ``BackwardHookFunction``, warns for every module returning a ``ModelOutput`` and breaks in-place
+ops on views).
+
+How it stops: the first hit disarms everything (the enclosing modules' outputs hold the same NaN), then
+stops through ``SESSION.stopper`` in the frame that called the hook: for an output, torch's module call
+(``self`` is the module, ``result`` its output; ``up`` reaches the caller's forward); for a gradient, the
+frame that runs ``backward()``. The header names the module path, the tensor and the counts.
+"""
+
+from __future__ import annotations
+
+import cmath
+import math
+import os
+import sys
+import weakref
+
+from ..inspect.modules import model_names
+from ..inspect.safe import safe_getattr
+from ..inspect.shape_summary import named_tensor_leaves, tensor_summary
+from ..session import SESSION
+from .arming import dynamo_disable
+
+__all__ = ["NanBreak", "nan_breaks", "bad_values"]
+
+_LLMPDB_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_DYNAMO_DIR = os.path.join("torch", "_dynamo") + os.sep
+
+
+def _caller(frame):
+    """The first frame outside llmpdb and dynamo's ``disable`` wrapper: the hook's real caller."""
+    while frame is not None and (frame.f_code.co_filename.startswith(_LLMPDB_DIR)
+                                 or _DYNAMO_DIR in frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame
+
+
+def bad_values(t) -> str | None:
+    """Usage: ``bad_values(t)`` -> ``"3 NaN, 1 Inf of 448"`` or None when every value is finite.
+
+    One reduction, ``t.sum()`` (values are read): a finite sum means every value is finite (a NaN or an
+    Inf makes the sum NaN or infinite); only a non-finite sum, a real hit or an overflow of the sum, is
+    confirmed with ``isfinite(t).all()``. Measured on CPU, the sum costs 2 µs where ``isfinite(t).all()``
+    costs 18 µs on a (2, 32, 64) tensor, and 5 ms against 330 ms on (8, 512, 4096): it builds no bool
+    tensor. Integer, bool and meta tensors are never checked."""
+    torch = sys.modules.get("torch")
+    if torch is None or safe_getattr(t, "is_meta", False):
+        return None
+    if not (t.is_floating_point() or t.is_complex()) or t.numel() == 0:
+        return None
+    total = t.detach().sum().item()
+    if (cmath.isfinite(total) if isinstance(total, complex) else math.isfinite(total)):
+        return None
+    if bool(torch.isfinite(t).all()):  # the sum overflowed (f16 / bf16): every value is finite
+        return None
+    nan, inf = int(torch.isnan(t).sum()), int(torch.isinf(t).sum())
+    return f"{nan} NaN, {inf} Inf of {t.numel()}"
+
+
+class NanBreak:
+    """The nan-break hooks of one process; ``stopper(frame, header)`` opens the debugger (tests swap it)."""
+
+    def __init__(self, stopper=None):
+        self.stopper = stopper or (lambda frame, header: SESSION.open_debugger(frame, header))
+        self.outputs = False
+        self.grads = False
+        self._handle = None
+        self._roots: list[weakref.ref] = []
+        self.checked = 0
+        self._is_compiling = lambda: False
+        self.messages: list[str] = []
+
+    @property
+    def armed(self) -> bool:
+        return self._handle is not None
+
+    def arm(self, *, grad: bool = False, roots=()) -> None:
+        """Check outputs (``grad=False``) or gradients too (``grad=True``) from the next module call on."""
+        if grad:
+            self.grads = True
+        else:
+            self.outputs = True
+        for root in roots:
+            if all(ref() is not root for ref in self._roots):
+                self._roots.append(weakref.ref(root))
+        if self._handle is None:
+            api = sys.modules["torch.nn.modules.module"]
+            self._is_compiling = getattr(sys.modules.get("torch.compiler"), "is_compiling", lambda: False)
+            self._handle = api.register_module_forward_hook(dynamo_disable(self._forward_hook))
+
+    def disarm(self) -> None:
+        self.outputs = self.grads = False
+        if self._handle is not None:
+            self._handle.remove()
+            self._handle = None
+
+    def name_of(self, module) -> str:
+        """The module's path under the roots it was armed with (looked up at the hit), else its class."""
+        for ref in self._roots:
+            root = ref()
+            if root is None:
+                continue
+            if module is root:
+                return f"(root {type(module).__name__})"
+            names = model_names(root).names_of(module)
+            if names:
+                return names[0]
+        return f"({type(module).__name__}, not under the model in sight)"
+
+    def _forward_hook(self, module, args, output):
+        if self._is_compiling():
+            return None
+        try:
+            leaves = named_tensor_leaves(output)
+            for path, tensor in leaves:
+                if self.outputs:
+                    self.checked += 1
+                    bad = bad_values(tensor)
+                    if bad is not None:
+                        self._hit(module, path, tensor, bad, "output", _caller(sys._getframe(1)))
+                        return None
+                if self.grads and safe_getattr(tensor, "requires_grad", False):
+                    tensor.register_hook(self._grad_hook(module, path))
+        except Exception as exc:  # a check must never become an error in the user's forward
+            self.messages.append(f"nan-break check failed in {type(module).__name__}: {type(exc).__name__}: {exc}")
+        return None
+
+    def _grad_hook(self, module, path: str):
+        ref = weakref.ref(module)
+
+        def check(grad):
+            if not self.grads or grad is None:
+                return None
+            try:
+                bad = bad_values(grad)
+                if bad is not None and ref() is not None:
+                    self._hit(ref(), f"grad of {path}", grad, bad, "gradient", _caller(sys._getframe(1)))
+            except Exception as exc:
+                self.messages.append(f"nan-break gradient check failed: {type(exc).__name__}: {exc}")
+            return None
+
+        return dynamo_disable(check)
+
+    def _hit(self, module, path: str, tensor, bad: str, kind: str, frame) -> None:
+        self.disarm()
+        name = self.name_of(module)
+        where = ("torch's module call: `self` is the module, `result` its output; `up` for the caller"
+                 if kind == "output" else "the frame running backward()")
+        header = (f"nan-break: {name} ({type(module).__name__}) {path} has {bad} values "
+                  f"[{tensor_summary(tensor)}]\n  stopped in {where}; nan-break is now off")
+        if frame is not None:
+            self.stopper(frame, header)
+
+
+def nan_breaks() -> NanBreak:
+    """Usage: ``nan_breaks().arm(roots=[model])``; the engine kept in the session."""
+    return SESSION.memory("nan-break", NanBreak)

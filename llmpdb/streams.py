@@ -1,0 +1,107 @@
+"""Which standard streams a stop can use: a closed or unreadable stdin, a closed stdout or stderr.
+
+Usage::
+
+    streams = stop_streams(sys.stdin, sys.stdout, sys.stderr)
+    streams.input     # a stream to read commands from (an empty one when stdin cannot be read)
+    streams.output    # stdout, else stderr when stdout is closed, else a sink that drops everything
+    streams.note      # one line saying what is missing, or None
+
+A process started with ``<&-``, ``>&-`` or ``2>&-`` has ``sys.stdin``/``sys.stdout``/``sys.stderr`` set to
+``None``; ``nohup`` replaces a terminal stdin by a file opened for writing only, so every read raises
+``EBADF``. Without this, ``input()`` raises (``lost sys.stdout``, ``Bad file descriptor``) and the
+exception ends the program. With it, a stop writes to whatever stream is still open, reads the commands
+it can, and otherwise sees end of input (the tour, then continue).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import dataclass
+
+__all__ = ["StopStreams", "stop_streams", "readable", "writable", "output_stream", "NULL_OUTPUT"]
+
+try:
+    import fcntl
+except ImportError:  # Windows: no access-mode check, a valid descriptor is taken as usable
+    fcntl = None
+
+
+class _NullOutput(io.TextIOBase):
+    """A text stream that drops what it is given: where a stop writes when every output is closed."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return False
+
+
+NULL_OUTPUT = _NullOutput()
+
+
+def _access_mode(stream) -> int | None:
+    """The descriptor's access mode (``os.O_RDONLY``...), -1 when it is not open, None for a stream with
+    no descriptor (``io.StringIO``: usable as it is)."""
+    if getattr(stream, "closed", False):
+        return -1
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return None
+    try:
+        if fcntl is None:
+            os.fstat(fd)
+            return os.O_RDWR
+        return fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE
+    except OSError:
+        return -1
+
+
+def readable(stream) -> bool:
+    """Usage: ``readable(sys.stdin)``; False for None, a closed stream or a descriptor open for writing only."""
+    if stream is None:
+        return False
+    mode = _access_mode(stream)
+    return mode is None or mode in (os.O_RDONLY, os.O_RDWR)
+
+
+def writable(stream) -> bool:
+    """Usage: ``writable(sys.stdout)``; False for None, a closed stream or a descriptor open for reading only."""
+    if stream is None:
+        return False
+    mode = _access_mode(stream)
+    return mode is None or mode in (os.O_WRONLY, os.O_RDWR)
+
+
+def output_stream(stdout, stderr):
+    """Usage: ``output_stream(sys.stdout, sys.stderr)``; the first of the two that can be written, else a
+    sink that drops everything."""
+    for stream in (stdout, stderr):
+        if writable(stream):
+            return stream
+    return NULL_OUTPUT
+
+
+@dataclass
+class StopStreams:
+    input: object
+    output: object
+    note: str | None
+
+
+def stop_streams(stdin, stdout, stderr) -> StopStreams:
+    """Usage: ``stop_streams(sys.stdin, sys.stdout, sys.stderr)``; what one stop reads from and writes to."""
+    output = output_stream(stdout, stderr)
+    missing = []
+    if not readable(stdin):
+        missing.append("standard input is closed or unreadable")
+    if output is not stdout:
+        missing.append("standard output is closed" + (", writing to standard error"
+                                                      if output is stderr else ""))
+    return StopStreams(stdin if readable(stdin) else io.StringIO(""), output,
+                       "llmpdb: " + "; ".join(missing) if missing else None)

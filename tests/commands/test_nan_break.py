@@ -1,0 +1,102 @@
+"""`nan-break` under a real llmpdb debugger: a NaN in layer 2 of a tiny Llama, a NaN gradient, off, errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.modules.module as torch_module
+from tiny_models import tiny_llama
+from transcript import debug_transcript
+
+from llmpdb.forward.nan_break import bad_values, nan_breaks
+from llmpdb.session import SESSION
+
+PROMPT = "(llmpdb) "
+
+
+@pytest.fixture(autouse=True)
+def fresh_session():
+    SESSION.reset()
+    yield
+    nan_breaks().disarm()
+    SESSION.reset()
+
+
+def outputs_of(transcript: str) -> list[str]:
+    """What each command printed, after the first `c` (which runs to the first breakpoint())."""
+    return [chunk.rstrip("\n") for chunk in transcript.split(PROMPT)[2:]]
+
+
+def forward(model):
+    ids = torch.arange(3, 10).unsqueeze(0)
+    breakpoint()
+    out = model(ids)
+    breakpoint()
+    return out
+
+
+def forward_backward(model):
+    ids = torch.arange(3, 10).unsqueeze(0)
+    breakpoint()
+    out = model(ids)
+    out.logits.sum().backward()
+    breakpoint()
+    return out
+
+
+class SqrtOfZero(torch.nn.Module):
+    """A finite output (0) whose gradient is NaN: d sqrt(u)/du at u = 0 is inf, times du/dx = 0."""
+
+    def forward(self, x):
+        return torch.sqrt(x * 0)
+
+
+def test_nan_break_stops_in_the_module_whose_output_has_the_nan():
+    model = tiny_llama(num_hidden_layers=3)
+    with torch.no_grad():
+        model.model.layers[2].mlp.down_proj.weight[0, 0] = float("nan")
+    commands = ["c", "nan-break", "c", "p type(self).__name__, tuple(result.shape)", "c", "c"]
+    chunks = outputs_of(debug_transcript(forward, commands, model))
+    assert chunks[0].startswith("nan-break: checking module outputs; pauses at the first NaN/Inf")
+    stop = chunks[1].splitlines()
+    assert stop[0] == ("nan-break: model.layers.2.mlp.down_proj (Linear) output has 7 NaN, 0 Inf of 448 values "
+                       "[(1, 7, 64) f32]")
+    assert stop[1].startswith("  stopped in torch's module call: `self` is the module, `result` its output")
+    assert stop[1].endswith("nan-break is now off")
+    assert chunks[2] == "('Linear', (1, 7, 64))"
+    assert "-> return out" in chunks[3]  # off after the first hit: no stop in the enclosing modules
+    assert not torch_module._global_forward_hooks
+
+
+def test_nan_break_grad_stops_at_the_first_nan_gradient():
+    model = tiny_llama()
+    model.model.layers[1].mlp.act_fn = SqrtOfZero()
+    commands = ["c", "nan-break --grad", "c", "c", "c"]
+    chunks = outputs_of(debug_transcript(forward_backward, commands, model))
+    assert chunks[0].startswith("nan-break: checking output gradients; pauses")
+    header = chunks[1].splitlines()[0]
+    assert header == ("nan-break: model.layers.1.mlp.gate_proj (Linear) grad of output has 896 NaN, 0 Inf of 896 "
+                      "values [(1, 7, 128) f32]")
+    assert "stopped in the frame running backward()" in chunks[1]
+    assert "-> breakpoint()" in chunks[2] or "-> return out" in chunks[2]
+    assert not torch_module._global_forward_hooks
+
+
+def test_nan_break_finite_model_never_stops_and_off_removes_the_hook():
+    model = tiny_llama()
+    commands = ["c", "nan-break", "c", "nan-break off", "nan-break off", "nan-break --bogus", "nan-break now", "c"]
+    chunks = outputs_of(debug_transcript(forward, commands, model))
+    assert "-> return out" in chunks[1] and "nan-break:" not in chunks[1]
+    assert nan_breaks().checked >= 30  # every module call of the forward was checked
+    assert chunks[2] == "nan-break: off"
+    assert chunks[3] == "nan-break: was not armed"
+    assert chunks[4].startswith("*** nan-break: unknown option --bogus")
+    assert chunks[5] == "*** nan-break: unexpected 'now' (usage: nan-break [--grad] [off])"
+    assert not torch_module._global_forward_hooks
+
+
+def test_bad_values_counts_and_skips_integers():
+    assert bad_values(torch.tensor([1.0, float("nan"), float("inf"), -float("inf")])) == "1 NaN, 2 Inf of 4"
+    assert bad_values(torch.ones(3)) is None
+    assert bad_values(torch.ones(3, dtype=torch.long)) is None
+    assert bad_values(torch.empty(2, 2, device="meta")) is None
