@@ -5,6 +5,7 @@ Usage::
     python -m llmpdb infer.py              # like python -m pdb; breakpoint() now opens llmpdb
     import llmpdb; llmpdb.set_trace()
     PYTHONBREAKPOINT=llmpdb.set_trace python train.py
+    llmpdb.shapes(); llmpdb.kv(); llmpdb.stack_model()   # in a debug console or notebook
 """
 
 from __future__ import annotations
@@ -13,15 +14,17 @@ from .hooks import breakpointhook, install, post_mortem, set_trace, uninstall
 
 __version__ = "0.1.0"
 
-__all__ = ["Pdb", "set_trace", "post_mortem", "breakpointhook", "install", "uninstall", "shapes", "kv",
-           "statediff", "__version__"]
+__all__ = ["Pdb", "set_trace", "post_mortem", "breakpointhook", "install", "uninstall", "shapes", "stack_model",
+           "kv", "statediff", "__version__"]
 
-# Public names imported on first use, so ``import llmpdb`` stays cheap until a stop.
+# Public names imported on first use, so ``import llmpdb`` stays cheap until a stop. The API functions
+# (llmpdb/api.py) print like the command of the same name and return the record.
 _LAZY = {
     "Pdb": ("llmpdb.debugger", "Pdb"),
-    "shapes": ("llmpdb.inspect.tensors", "shapes"),       # llmpdb.shapes(outputs) -> [TensorInfo]
-    "kv": ("llmpdb.inspect.kv", "inspect_cache"),         # llmpdb.kv(cache) -> CacheReport
-    "statediff": ("llmpdb.inspect.statediff", "statediff"),  # llmpdb.statediff(model, "ckpt/") -> StateDiff
+    "shapes": ("llmpdb.api", "shapes"),            # llmpdb.shapes(outputs) -> TensorWalk [TensorInfo]
+    "stack_model": ("llmpdb.api", "stack_model"),  # llmpdb.stack_model() -> [StackEntry]
+    "kv": ("llmpdb.api", "kv"),                    # llmpdb.kv(cache) -> CacheReport
+    "statediff": ("llmpdb.api", "statediff"),      # llmpdb.statediff(model, "ckpt/") -> StateDiff
 }
 
 

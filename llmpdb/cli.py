@@ -82,10 +82,14 @@ def _parse(argv: list[str]):
 def main(argv: list[str] | None = None) -> None:
     """Run the debugger over a script or module; exits with the program's status."""
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["attach"]:
+    if argv[:1] == ["attach"] and not os.path.exists("attach"):  # a script named attach still runs
         from .attach_client import main as attach_main
 
         raise SystemExit(attach_main(argv[1:]))
+    if argv[:1] == ["ranks"] and not os.path.exists("ranks"):  # python -m llmpdb ranks --job: a hung job
+        from .rank_jobs import main as ranks_main
+
+        raise SystemExit(ranks_main(argv[1:]))
     commands, as_module, no_compile, args = _parse(argv)
     if no_compile:
         os.environ["TORCHDYNAMO_DISABLE"] = "1"

@@ -14,7 +14,6 @@ standard input is not a terminal and runs out, the stop runs a short tour (``LLM
 
 from __future__ import annotations
 
-import inspect
 import os
 import re
 import shutil
@@ -24,7 +23,7 @@ from .base import BASE_NAME, BasePdb
 from .breakpoints import FastBreakpointsMixin
 from .commands import COMMAND_MIXINS
 from .commands._command import CommandError
-from .distributed import rank_suffix
+from .distributed import DistributedMixin, rank_suffix
 from .headless import HeadlessMixin
 from .headless_policy import HeadlessPolicyMixin
 from .inspect.frames import pin_locals, unpin_locals
@@ -155,27 +154,6 @@ class _LlmpdbCore:
         base = {n for n in super().completenames(text, *ignored) if n.replace("_", "-") not in ours}
         return sorted(base | {n for n in ours if n.startswith(text)})
 
-    def do_help(self, arg):
-        arg = (arg or "").strip()
-        if not arg:
-            super().do_help(arg)
-            self.message("llmpdb commands (help NAME for usage):")
-            self.message("  " + "  ".join(self._llmpdb_names()))
-            return None
-        name = arg.replace("-", "_")
-        method = getattr(self, "do_" + name, None)
-        if getattr(method, "llmpdb_command", None):
-            self.message(inspect.cleandoc(method.__doc__ or f"{arg}: no help"))
-            return None
-        return super().do_help(arg)
-
-    do_h = do_help
-
-    def get_names(self):
-        """Hide ``do_stack_model``-style names from the base help table; ``help`` lists them hyphenated."""
-        hidden = {"do_" + n.replace("-", "_") for n in self._llmpdb_names() if "-" in n}
-        return [n for n in super().get_names() if n not in hidden]
-
     def set_trace(self, frame=None, *args, **kwargs):
         """Stop at the next line of ``frame`` (the caller), not inside whatever Python runs first.
 
@@ -270,8 +248,8 @@ class _LlmpdbCore:
 def _build_class() -> type:
     """``LLMPDB_FAST_BREAKPOINTS=0`` leaves out the fast breakpoint engine: pdb's own tracing then runs."""
     engine = () if os.environ.get("LLMPDB_FAST_BREAKPOINTS", "1") == "0" else (FastBreakpointsMixin,)
-    bases = (*COMMAND_MIXINS, *engine, SteppingMixin, RecursiveDebugMixin, RestartMixin, ThreadGateMixin,
-             HeadlessPolicyMixin, HeadlessMixin, _LlmpdbCore, BasePdb)
+    bases = (DistributedMixin, *COMMAND_MIXINS, *engine, SteppingMixin, RecursiveDebugMixin, RestartMixin,
+             ThreadGateMixin, HeadlessPolicyMixin, HeadlessMixin, _LlmpdbCore, BasePdb)
     return type("Pdb", bases, {"__module__": __name__, "__qualname__": "LlmpdbPdb",
                                "__doc__": f"llmpdb debugger on the {BASE_NAME} base."})
 

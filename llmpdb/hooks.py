@@ -18,6 +18,7 @@ import sys
 import threading
 
 from .forward.arming import dynamo_disable
+from .muting import MUTING
 from .session import SESSION
 from .thread_gate import STOP_GATE
 
@@ -56,7 +57,17 @@ def set_trace(frame=None, *, header: str | None = None) -> None:
         return
     if frame is None:
         frame = sys._getframe().f_back
+        if _muted_site(frame):
+            return
     dynamo_disable(_stop)(frame, header)
+
+
+def _muted_site(frame) -> bool:
+    """True when `mute` silenced this breakpoint()/set_trace() site; else remember it for `mute HERE`."""
+    if MUTING.skip(frame):
+        return True
+    MUTING.opened(frame)
+    return False
 
 
 def _stop(frame, header):
@@ -75,7 +86,9 @@ def breakpointhook(*args, **kwargs) -> None:
     other = os.environ.get("PYTHONBREAKPOINT", "")
     if other and other not in ("llmpdb.set_trace", "llmpdb.hooks.set_trace", "llmpdb.breakpointhook"):
         return sys.__breakpointhook__(*args, **kwargs)
-    set_trace(sys._getframe().f_back, header=kwargs.get("header"))
+    frame = sys._getframe().f_back
+    if not _muted_site(frame):
+        set_trace(frame, header=kwargs.get("header"))
 
 
 def install() -> None:

@@ -161,9 +161,10 @@ class SteppingMixin:
     @command
     def do_step_all(self, arg):
         """step-all
-        Like `s`, but stop at the very next line or call anywhere, in torch, transformers, accelerate and
+        Like `s`, but stop at the very next line or call anywhere: in torch, transformers, accelerate and
         the standard library too (llmpdb's own frames are never shown). LLMPDB_STEP_PLUMBING=1 makes
-        every `s` a step-all."""
+        every `s` a step-all.
+        Example: step-all"""
         if arg.strip():
             raise CommandError("takes no argument")
         self._llmpdb_step_mode = STEP_ALL
@@ -172,9 +173,10 @@ class SteppingMixin:
     @command
     def do_step_forward(self, arg):
         """step-forward (sf)
-        Continue to the next module forward that starts (any nn.Module's forward: a decoder layer, an
-        attention, a Linear) and stop as it starts (where `s` shows `--Call--`), naming the module:
-        `--Forward-- model.layers.0.self_attn (LlamaAttention)`. Breakpoints on the way stop as usual."""
+        Continue to the next module forward that starts; any nn.Module's forward (a decoder layer, an
+        attention, a Linear) stops as it starts (where `s` shows `--Call--`), naming the module:
+        `--Forward-- model.layers.0.self_attn (LlamaAttention)`. Breakpoints on the way stop as usual.
+        Example: sf"""
         if arg.strip():
             raise CommandError("takes no argument")
         frame = self.stack[-1][0] if getattr(self, "stack", None) else getattr(self, "curframe", None)

@@ -28,7 +28,7 @@ def _monitoring_tools() -> list[int]:
     monitoring = getattr(sys, "monitoring", None)
     if monitoring is None:
         return []
-    return [tool for tool in range(6) if monitoring.get_tool(tool) == "llmpdb"]
+    return [tool for tool in range(6) if monitoring.get_tool(tool) in ("llmpdb", "llmpdb catch")]
 
 
 @pytest.fixture(autouse=True)

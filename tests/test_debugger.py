@@ -57,8 +57,8 @@ def test_hyphenated_help_prints_usage_first():
 
 def test_help_lists_llmpdb_commands_hyphenated():
     out = _run_probe(["help", "c"])
-    listing = out.split("llmpdb commands (help NAME for usage):", 1)[1]
-    assert "probe-cmd" in listing.splitlines()[1]
+    listing = out.split("llmpdb commands (help NAME: usage, options, example):", 1)[1]
+    assert "probe-cmd           Echo WORD" in listing.splitlines()
     table = out.split("Documented commands", 1)[1].split("llmpdb commands", 1)[0]
     assert "probe_cmd" not in table
 

@@ -306,9 +306,9 @@ class HookEngine(TraceEngine):
         """A hook ran in ``frame``: make the coming line event reach pdb through a one-shot trace function."""
         if not self.armed or self.state["depth"] or threading.get_ident() != self.thread:
             return
-        if frame.f_trace is not None:
+        if frame.f_trace is not None and not getattr(frame.f_trace, "llmpdb_exceptions_only", False):
             return  # already traced (a watched frame): its trace function sees the line event
-        frame.f_trace = self._hook_local
+        frame.f_trace, frame.f_trace_lines = self._hook_local, True  # an exceptions-only `catch` frame too
         if sys.gettrace() is None:
             sys.settrace(self._hook_global)
 

@@ -18,8 +18,11 @@ def compiled_code_note(frame, debugger) -> str | None:
     return compiled_note(frame)
 
 
+from .catch import CatchCommands  # noqa: E402
 from .grads import GradsCommands  # noqa: E402
+from .help import HelpCommands  # noqa: E402
 from .kv import KvCommands  # noqa: E402
+from .mute import MuteCommands  # noqa: E402
 from .nan_break import NanBreakCommands  # noqa: E402
 from .navigation import NavigationCommands  # noqa: E402
 from .shapes import ShapesCommands  # noqa: E402
@@ -28,6 +31,6 @@ from .tokens import TokensCommands  # noqa: E402
 from .trace import TraceCommands  # noqa: E402
 from .watching import WatchCommands  # noqa: E402
 
-COMMAND_MIXINS.extend([NavigationCommands, ShapesCommands, StatediffCommands, KvCommands, TraceCommands,
-                       WatchCommands, NanBreakCommands, GradsCommands,
-                       TokensCommands])
+COMMAND_MIXINS.extend([CatchCommands, HelpCommands, MuteCommands, NavigationCommands, ShapesCommands,
+                       StatediffCommands, KvCommands, TraceCommands, WatchCommands, NanBreakCommands,
+                       GradsCommands, TokensCommands])

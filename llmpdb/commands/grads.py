@@ -23,10 +23,11 @@ class GradsCommands:
     @command
     def do_grads(self, arg):
         """grads [PATTERN] [--model EXPR]
-        Per-parameter gradient norm, None grads (no backward yet), requires_grad=False (frozen) and
-        NaN/Inf counts, grouped by layer (model.layers.0 ...), then one summary line: trainable / frozen
+        Gradients per parameter, grouped by layer: norm, None grads (no backward yet), requires_grad=False
+        (frozen) and NaN/Inf counts by layer (model.layers.0 ...), then one summary line: trainable / frozen
         / no grad yet / NaN-Inf / total norm. PATTERN keeps names with that dotted part or suffix, or
-        matching a glob. Reads gradient values (one norm each), never parameter values."""
+        matching a glob. Reads gradient values (one norm each), never parameter values.
+        Example: grads layers.0 --model model"""
         args = parse_args(arg, self.do_grads, options={"--model": str})
         expr = args.value("--model")
         if expr:

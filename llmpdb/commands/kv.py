@@ -175,7 +175,7 @@ class KvCommands:
                     that layer with shape, dtype, device and bytes.
         --stats     with LAYER: min/max/mean/std and NaN/Inf counts, computed on the tensor's device.
         --history   the growth across the stops of this session (seq 7 -> 8 -> 9, one row per stop).
-        """
+        Example: kv outputs.past_key_values -1"""
         args = parse_kv_args(arg)
         local_vars = self.frame_locals()
         style, width = self.out_style(), self.out_width()

@@ -34,11 +34,12 @@ class NanBreakCommands:
     @command
     def do_nan_break(self, arg):
         """nan-break [--grad] [off]
-        Pause at the first module whose output holds a NaN or an Inf, in that module's call (`self` is
+        Pause at the first module whose output holds a NaN or an Inf: in that module's call (`self` is
         the module, `result` its output; `up` reaches the caller's forward), naming the module path and
         the tensor. --grad also checks, when backward runs, the gradient with respect to each module's
         output. One fused isfinite(t).all() per floating-point output tensor (this reads values); the
-        first hit turns the checks off. `nan-break off` removes them."""
+        first hit turns the checks off. `nan-break off` removes them.
+        Example: nan-break --grad"""
         args = parse_args(arg, self.do_nan_break, flags={"--grad"})
         engine = nan_breaks()
         if args.rest == "off":

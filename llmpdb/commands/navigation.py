@@ -185,7 +185,8 @@ class NavigationCommands:
         numbered like `where` so `frame N`, `up` and `down` reach them. The first line is the path
         header (train/eval, grad mode, autocast, labels, KV cache, attention kernel, torch.compile).
         --all   also show the plumbing frames (_call_impl, hooks, decorator wrappers, generate()).
-        Alias: sm."""
+        Alias: sm.
+        Example: stack-model --all"""
         args = parse_args(arg, self.do_stack_model, flags={"--all"})
         if args.words:
             raise CommandError(f"unknown argument {args.words[0]!r} (usage: stack-model [--all])")
@@ -207,11 +208,12 @@ class NavigationCommands:
     @command
     def do_root_model(self, arg):
         """root-model [EXPR | --auto]
-        Show the root model whose named_modules() give the qualified names, or set it to EXPR (a module
-        evaluated in the current frame). By default the root is the outermost module running on the stack,
+        Show or set the root model: the one whose named_modules() give the qualified names; EXPR (a
+        module evaluated in the current frame) sets it. By default the root is the outermost module running on the stack,
         else the top-level module among the current frame's variables; with several, each is named by its
         variable. --auto goes back to that.
-        Alias: model (under pdb++ a local named `model` is printed instead; use root-model)."""
+        Alias: model (under pdb++ a local named `model` is printed instead; use root-model).
+        Example: root-model pipe.model"""
         arg = (arg or "").strip()
         if arg == "--auto":
             set_user_root(None)
@@ -245,14 +247,15 @@ class NavigationCommands:
     def do_model(self, arg):
         """model [EXPR | --auto]
         The short name of root-model (help root-model). It exists because it is short, but under pdb++ a
-        local named `model` is printed instead of running this command; use root-model."""
+        local named `model` is printed instead of running this command; use root-model.
+        Example: model --auto"""
         return self.do_root_model(arg)
 
     @command
     def do_break_module(self, arg):
         """break-module [PATTERN [if CONDITION] [--after N] [--once]]
-        Pause at the start of the forward of every module matching PATTERN, in the module's own forward
-        frame with its arguments as locals. PATTERN is a qualified name from the root model
+        Pause at the start of the forward of every module matching PATTERN: in the module's own forward
+        frame, with its arguments as locals. PATTERN is a qualified name from the root model
         (model.layers.1.self_attn; a dotted suffix such as layers.1.self_attn is enough), a glob
         (layers.*.mlp, *self_attn; * stays within one dotted part, ** crosses dots) or a class name
         (LlamaAttention, *Attention). Only matching modules get a hook; the others run at full speed.
@@ -263,7 +266,8 @@ class NavigationCommands:
           if CONDITION  evaluated in the forward frame, e.g.  if hidden_states.shape[1] > 1  (prefill only)
           --after N     skip the first N hits (where CONDITION held)
           --once        remove the breakpoint after its first stop
-        Without arguments: list the module breakpoints with their hit counts. Alias: bm."""
+        Without arguments: list the module breakpoints with their hit counts. Alias: bm.
+        Example: bm layers.*.self_attn if hidden_states.shape[1] > 1 --once"""
         text = (arg or "").strip()
         engine = module_breakpoints()
         if not text:
@@ -329,8 +333,9 @@ class NavigationCommands:
     @command
     def do_clear_module(self, arg):
         """clear-module N|all
-        Remove module breakpoint N (see break-module for the numbers), or all of them; their hooks go
-        with them."""
+        Remove module breakpoint N, or all of them (break-module lists the numbers); their hooks go
+        with them.
+        Example: clear-module 1"""
         args = parse_args(arg, self.do_clear_module).words
         if len(args) != 1:
             raise CommandError("usage: clear-module N|all")
@@ -353,11 +358,12 @@ class NavigationCommands:
     @command
     def do_where_forward(self, arg):
         """where-forward [EXPR] [--edit]
-        The file and def line of the forward that actually runs for the module EXPR (default: the module
+        The file and def line of the forward that actually runs for a module: EXPR (default: the module
         of the current frame, else the root model), through torch.compile's _orig_mod, DDP's module,
         PEFT's base_model.model, an instance-level forward and decorators (deprecate_kwarg,
         can_return_tuple...). --edit adds a shell command that opens the file there ($EDITOR +LINE FILE).
-        Alias: wf."""
+        Alias: wf.
+        Example: wf model.model.layers[0].self_attn --edit"""
         args = parse_args(arg, self.do_where_forward, flags={"--edit"})
         edit, expr = args.flag("--edit"), args.rest
         if expr:

@@ -52,7 +52,7 @@ class ShapesCommands:
         module's parameters and buffers. No tensor data is read unless --stats is given.
         --stats   add min/max/mean/std (NaN/Inf ignored) and NaN/Inf counts, computed on each
                   tensor's own device with one transfer per tensor; none for meta/fake tensors.
-        """
+        Example: shapes outputs --stats"""
         expr, stats = parse_shapes_args(arg)
         locals_ = self.frame_locals()
         if expr:

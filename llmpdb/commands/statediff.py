@@ -79,7 +79,7 @@ class StatediffCommands:
     @command
     def do_statediff(self, arg):
         """statediff MODEL CHECKPOINT | MODEL EXPR2 | snap [NAME] [MODEL] [--exact] | [NAME [NAME2]] [--all]
-        Compare a model with a checkpoint, or the model now with a snapshot taken at an earlier stop.
+        Compare a model with a checkpoint, or with a snapshot taken at an earlier stop.
 
         statediff MODEL CHECKPOINT    MODEL: an expression (module or state dict). CHECKPOINT: a path to a
                                       .safetensors file, a sharded folder or its *.index.json, or a
@@ -106,7 +106,7 @@ class StatediffCommands:
         statediff NAME1 NAME2         compare two snapshots.
         statediff --list | --drop NAME...   list snapshots / forget some (frees --exact copies).
         --all lists every tensor instead of folding modules and layers.
-        """
+        Example: statediff model checkpoints/step-100/"""
         positional, flags = _parse(arg)
         width, style = self.out_width(), self.out_style()
         full = "--all" in flags

@@ -51,7 +51,8 @@ class TokensCommands:
         tokenizer's padding_side, pad id and special tokens; a warning when the length equals the
         tokenizer's model_max_length (probably truncated). EXPR: a BatchEncoding or dict with input_ids
         (its attention_mask is used), a tensor of ids or a list; default: input_ids, else a dict-like
-        holding input_ids, in the frame. The tokenizer is found in the frame or its globals by its type."""
+        holding input_ids, in the frame. The tokenizer is found in the frame or its globals by its type.
+        Example: tokens inputs["input_ids"] --row 1"""
         args = parse_args(arg, self.do_tokens, options={"--row": _row, "--tokenizer": str})
         tokenizer = self._tokens_tokenizer(args.value("--tokenizer"))
         if args.rest:

@@ -102,7 +102,8 @@ class TraceCommands:
           --depth N    only modules at most N levels below the root (0: the root alone)
           trace off    drop an armed trace
         Hooks are removed when the pass ends, also when it raises. Hooks see module calls only: a
-        view/transpose/cat inside a forward is not a row. Shapes are read from metadata, never values."""
+        view/transpose/cat inside a forward is not a row. Shapes are read from metadata, never values.
+        Example: trace model(**inputs) --depth 2"""
         args = parse_args(arg, self.do_trace, flags={"--all"}, options={"--depth": _depth})
         text, depth, fold = args.rest, args.value("--depth"), not args.flag("--all")
         state = SESSION.memory(_ARMED_KEY, dict)

@@ -75,7 +75,8 @@ class WatchCommands:
         too) now and at every later stop; a stop where it changed prints one line saying so. Without
         EXPR: each watched expression's history, stop by stop, with the changes marked. Values are never
         read or kept. What EXPR raises at a stop (out of scope, SystemExit...) is recorded, never raised.
-        unwatch EXPR | N | all removes watches."""
+        unwatch EXPR | N | all removes watches.
+        Example: watch hidden_states"""
         text = (arg or "").strip()
         if not text:
             self.message(render_watches(watches(), width=self.out_width(), style=self.out_style()))
@@ -100,7 +101,8 @@ class WatchCommands:
     def do_unwatch(self, arg):
         """unwatch [EXPR | N | all]
         Stop watching EXPR (as typed to watch) or watch number N; without an argument or with all, every
-        watch."""
+        watch.
+        Example: unwatch 1"""
         text = (arg or "").strip()
         current = watches()
         if not text or text == "all":

@@ -1,0 +1,127 @@
+"""``catch`` / ``uncatch``: exception breakpoints, the IDE habit (``llmpdb/catching.py`` watches the raises).
+
+Usage (at the prompt)::
+
+    catch RuntimeError                      pause where a RuntimeError (or subclass) is raised
+    catch *Error if "shape" in str(e)       a glob and a condition; e is the exception
+    catch                                   list them with their hit counts
+    uncatch 1 / uncatch all                 remove
+
+The stop is in the raising frame, before any ``except`` runs: its locals are the ones that failed. ``c``
+continues (the exception then goes on as it would have), ``n``/``s`` step on into the handler.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ..catching import CATCHES, backend_name, valid_pattern
+from ._command import CommandError, command, split_words
+
+__all__ = ["CatchCommands"]
+
+
+class CatchCommands:
+    """Command mixin: ``catch``, ``uncatch``; the catch stop; re-arming after each stop (3.11)."""
+
+    @command
+    def do_catch(self, arg):
+        """catch [PATTERN [if CONDITION]]
+        Pause where an exception matching PATTERN is raised: in the raising frame, before any handler
+        runs (an IDE's exception breakpoint). PATTERN is a class name or a glob over the names of the
+        exception's classes (RuntimeError also catches its subclasses; *Error; torch.*). CONDITION is
+        evaluated in the raising frame with the exception as e; one that raises stops and says so.
+        Without arguments: list the exception breakpoints with their hits. uncatch N removes one.
+        On 3.12+ sys.monitoring RAISE events cost nothing until something is raised; on 3.11 a trace
+        function sees every call while a catch is set (bench/catch_bench.py measures it).
+        Example: catch *Error if "shape" in str(e)"""
+        text = (arg or "").strip()
+        if not text:
+            self._catch_list()
+            return
+        words = split_words(text)
+        pattern, condition = words[0], None
+        if len(words) > 1:
+            if words[1] != "if" or len(words) < 3:
+                raise CommandError("usage: catch PATTERN [if CONDITION]")
+            condition = text.split(None, 1)[1].split(None, 1)[1].strip()
+            try:
+                compile(condition, "<catch condition>", "eval")
+            except SyntaxError as exc:
+                raise CommandError(f"invalid condition {condition!r}: {exc.msg}") from None
+        if not valid_pattern(pattern):
+            raise CommandError(f"bad pattern {pattern!r}: a class name or a glob such as *Error")
+        CATCHES.stopper = self.catch_stop
+        catch = CATCHES.add(pattern, condition)
+        where = f" if {condition}" if condition else ""
+        self.message(f"catch {catch.number}: {pattern}{where} (pauses where it is raised; {backend_name()})")
+
+    @command
+    def do_uncatch(self, arg):
+        """uncatch N|all
+        Remove exception breakpoint N (see catch for the numbers), or all of them; with none left,
+        nothing watches raises any more.
+        Example: uncatch 1"""
+        text = (arg or "").strip()
+        if text == "all":
+            removed = CATCHES.remove()
+        elif text.isdigit():
+            removed = CATCHES.remove(int(text))
+            if not removed:
+                raise CommandError(f"no exception breakpoint {text} (catch lists them)")
+        else:
+            raise CommandError("usage: uncatch N|all")
+        for catch in removed:
+            self.message(f"removed catch {catch.number}: {catch.pattern}")
+
+    def _catch_list(self) -> None:
+        if not CATCHES.items:
+            self.message("no exception breakpoints (catch PATTERN sets one)")
+            return
+        self.message("num  pattern                          hits")
+        for catch in CATCHES.items:
+            where = f" if {catch.condition}" if catch.condition else ""
+            self.message(f"{catch.number:<4} {catch.pattern + where:<32} {catch.hits}")
+
+    def catch_stop(self, frame, exc: BaseException, tb, catch, note: str | None) -> None:
+        """Stop at ``frame`` where ``exc`` was just raised; afterwards pdb's stepping goes on from there."""
+        if self.botframe is None:  # no session yet: the outermost frame is the bottom, as set_trace does
+            bottom = frame
+            while bottom.f_back is not None:
+                bottom = bottom.f_back
+            self.botframe = bottom
+        self.message(f"catch {catch.number}: {type(exc).__name__}: {exc}  (raised here; no handler ran yet)")
+        if note:
+            self.message(f"*** {note}")
+        self.interaction(frame, tb)
+        continuing = self.stopframe is self.botframe and self.stoplineno == -1
+        if (continuing and not self.breaks) and not self.quitting:
+            return
+        walk = frame  # pdb steps on (or breakpoints wait): its trace function takes the frames from here
+        while walk is not None:
+            walk.f_trace = self.trace_dispatch
+            walk.f_trace_lines = True
+            if walk is self.botframe:
+                break
+            walk = walk.f_back
+        sys.settrace(self.trace_dispatch)
+
+    def interaction(self, *args, **kwargs):
+        CATCHES.paused += 1  # the user's commands at the prompt raise too: never a catch stop there
+        try:
+            return super().interaction(*args, **kwargs)
+        finally:
+            CATCHES.paused -= 1
+            CATCHES.rearm()
+
+    def trace_dispatch(self, frame, event, arg):
+        """3.11: a frame pdb traces (the one you stopped in, or while stepping) reports its raises here."""
+        if event == "exception" and CATCHES.frame_tracer() is not None and CATCHES.on_raise(frame, *arg[1:]):
+            return self.trace_dispatch  # shown by the catch: pdb does not show the same exception again
+        return super().trace_dispatch(frame, event, arg)
+
+    def fb_sync(self, frame):
+        local = super().fb_sync(frame)  # the line engine may remove every trace function (3.11)
+        CATCHES.rearm()
+        tracer = CATCHES.frame_tracer()
+        return tracer if local is None and tracer is not None and sys.gettrace() is not None else local
