@@ -13,7 +13,8 @@
 # program's own output is unbuffered so it lands where it happens. A pipe does not echo what is typed, so
 # each command is written back after the `(llmpdb) ` prompt that read it. Paths are shortened: the
 # site-packages prefix becomes `.../site-packages/`, the standard library's `.../lib/pythonX.Y/`, and the
-# repository prefix is removed. Everything else is the debugger's output, unedited. The docs quote runs of
+# repository prefix is removed; the headless policy's timestamps read 2026-12-03T12:00:00Z. Everything else
+# is the debugger's output, unedited. The docs quote runs of
 # consecutive lines of these transcripts; `--check` verifies that every quoted run still appears as is.
 #
 # Environment: PYTHON (default: python) runs the examples.
@@ -26,6 +27,7 @@ NAMES=(infer-tour train-tour commands stepping help cli headless set-trace disab
 # Run a command in a clean, fixed environment (no inherited llmpdb or breakpoint settings).
 clean_env() {
     env -u LLMPDB_TOUR -u LLMPDB_DISABLE -u LLMPDB_BASE -u PYTHONBREAKPOINT -u TORCHDYNAMO_DISABLE \
+        -u LLMPDB_HEADLESS -u LLMPDB_LISTEN -u LLMPDB_LOG -u LLMPDB_ATTACH_TIMEOUT -u CI \
         COLUMNS=100 NO_COLOR=1 PYTHONUNBUFFERED=1 EDITOR=vi \
         PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" "$@"
 }
@@ -36,6 +38,7 @@ postprocess() {
 }
 
 POSTPROCESS=$(cat <<'PYEOF'
+import re
 import sys
 import sysconfig
 
@@ -58,6 +61,7 @@ for prefix, short in ((paths["purelib"], ".../site-packages"), (paths["platlib"]
                       (stdlib, ".../lib/" + stdlib.rsplit("/", 1)[-1]), (repo, None)):
     prefix = prefix.rstrip("/") + "/"
     text = text.replace(prefix, "" if short is None else short + "/")
+text = re.sub(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\b", "2026-12-03T12:00:00Z", text)
 sys.stdout.write("\n".join(line.rstrip() for line in text.split("\n")))
 PYEOF
 )

@@ -23,13 +23,20 @@ import traceback
 
 __all__ = ["main", "USAGE"]
 
+_LISTEN_FROM_START = False  # --listen: every stop, the first line's included, waits for a client
+
 USAGE = """usage: python -m llmpdb [-c command]... [--no-compile] (-m module | pyfile) [arg]...
+       python -m llmpdb attach [TARGET] [--token-file FILE]
 
 Debug the Python program given by pyfile (or the module with -m), with llmpdb's model-aware commands.
 Every breakpoint() in the program opens llmpdb.
 
   -c CMD, --command CMD  run CMD at the first stop, as if typed (repeatable), e.g. -c continue
   --no-compile           set TORCHDYNAMO_DISABLE=1: torch.compile runs eagerly, all locals are visible
+  --headless POLICY      what a stop does with no terminal: attach (default), log or skip
+  --listen ADDR          every stop waits for `python -m llmpdb attach` (ADDR: unix, tcp, tcp:HOST:PORT)
+  --commands "a; b"      the commands the log policy runs at each stop (sets LLMPDB_TOUR)
+  --log FILE             where the log policy writes (sets LLMPDB_LOG)
   -m                     run a library module as a script
   -h, --help             show this help
   --version              show the llmpdb version and its debugger base
@@ -41,7 +48,8 @@ sets what runs at each stop when there is no terminal; LLMPDB_BASE=stdlib forces
 
 def _parse(argv: list[str]):
     try:
-        opts, args = getopt.getopt(argv, "mhc:", ["help", "command=", "no-compile", "version"])
+        opts, args = getopt.getopt(argv, "mhc:", ["help", "command=", "no-compile", "version", "headless=",
+                                                  "listen=", "commands=", "log="])
     except getopt.GetoptError as exc:
         print(f"llmpdb: {exc}", file=sys.stderr)
         print(USAGE, file=sys.stderr)
@@ -60,6 +68,13 @@ def _parse(argv: list[str]):
     if not args:
         print(USAGE, file=sys.stderr)
         raise SystemExit(2)
+    for name, value in opts:  # the headless policy's options are environment settings (llmpdb.headless_policy)
+        env = {"--headless": "LLMPDB_HEADLESS", "--listen": "LLMPDB_LISTEN", "--commands": "LLMPDB_TOUR",
+               "--log": "LLMPDB_LOG"}.get(name)
+        if env:
+            os.environ[env] = value
+    global _LISTEN_FROM_START
+    _LISTEN_FROM_START = "--listen" in names
     commands = [value for name, value in opts if name in ("-c", "--command")]
     return commands, "-m" in names, "--no-compile" in names, args
 
@@ -67,6 +82,10 @@ def _parse(argv: list[str]):
 def main(argv: list[str] | None = None) -> None:
     """Run the debugger over a script or module; exits with the program's status."""
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["attach"] and not os.path.exists("attach"):  # a script named attach still runs
+        from .attach_client import main as attach_main
+
+        raise SystemExit(attach_main(argv[1:]))
     if argv[:1] == ["ranks"] and not os.path.exists("ranks"):  # python -m llmpdb ranks --job: a hung job
         from .rank_jobs import main as ranks_main
 
@@ -77,6 +96,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from .base import stdlib_pdb
     from .debugger import Pdb
+    from .headless_policy import install_attach_signal
     from .hooks import install, set_debugger
 
     target_class = stdlib_pdb._ModuleTarget if as_module else stdlib_pdb._ScriptTarget
@@ -95,8 +115,10 @@ def main(argv: list[str] | None = None) -> None:
     debugger = Pdb()
     set_debugger(debugger)
     install()
+    install_attach_signal()  # kill -USR1 PID: stop at the next line (and wait for a client without a terminal)
     debugger.rcLines.extend(commands)
     debugger.initial_stop = True
+    debugger.listen_from_start = _LISTEN_FROM_START
     raise SystemExit(_run(debugger, target))
 
 

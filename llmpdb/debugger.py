@@ -25,6 +25,7 @@ from .commands import COMMAND_MIXINS
 from .commands._command import CommandError
 from .distributed import DistributedMixin, rank_suffix
 from .headless import HeadlessMixin
+from .headless_policy import HeadlessPolicyMixin
 from .inspect.frames import pin_locals, unpin_locals
 from .render.style import Style, color_enabled
 from .recursive import RecursiveDebugMixin
@@ -248,7 +249,7 @@ def _build_class() -> type:
     """``LLMPDB_FAST_BREAKPOINTS=0`` leaves out the fast breakpoint engine: pdb's own tracing then runs."""
     engine = () if os.environ.get("LLMPDB_FAST_BREAKPOINTS", "1") == "0" else (FastBreakpointsMixin,)
     bases = (DistributedMixin, *COMMAND_MIXINS, *engine, SteppingMixin, RecursiveDebugMixin, RestartMixin,
-             ThreadGateMixin, HeadlessMixin, _LlmpdbCore, BasePdb)
+             ThreadGateMixin, HeadlessPolicyMixin, HeadlessMixin, _LlmpdbCore, BasePdb)
     return type("Pdb", bases, {"__module__": __name__, "__qualname__": "LlmpdbPdb",
                                "__doc__": f"llmpdb debugger on the {BASE_NAME} base."})
 

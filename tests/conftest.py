@@ -20,6 +20,8 @@ if TESTS not in sys.path:
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Runs without a terminal keep the tour (the "log" policy); tests of "attach" and "skip" ask for them.
+os.environ.setdefault("LLMPDB_HEADLESS", "log")
 
 
 def _monitoring_tools() -> list[int]:
