@@ -184,6 +184,7 @@ def test_attach_over_the_unix_socket(tmp_path, jobs, base):
         s.child.send("stack-mo\t")  # completion of command names
         s.child.expect("stack-model")
         s.child.send("\x15")  # readline: kill the line
+        s.child.expect_exact("\x1b[K")  # its redraw: the kill is done before the interrupt arrives
         s.child.sendintr()  # Ctrl-C at the prompt: a fresh prompt, the session goes on
         s.wait_prompt()
         after_c = s.run("c")  # the client stays attached and gets the next stop
