@@ -25,6 +25,7 @@ from typing import Any
 
 from .engine import ALL_LINES, WATCH, code_breakpoint_lines
 from .bytecode import first_line, may_reach
+from .interrupt import register_delivery
 from .trace import TraceEngine
 from .patching import LOADERS as _LOADERS
 from .patching import REGISTRY as _REGISTRY
@@ -321,7 +322,8 @@ class HookEngine(TraceEngine):
     def _hook_local(self, frame, event, arg):
         if event == "line" and self.armed and not self.state["depth"]:
             return self.pdb.fb_deliver(frame, event, arg)
-        frame.f_trace = None
+        if frame.f_trace is self._hook_local:  # not pdb's, installed by a Ctrl-C meanwhile (``interrupt``)
+            frame.f_trace = None
         if sys.gettrace() == self._hook_global:
             sys.settrace(None)
         return None
@@ -342,6 +344,10 @@ class HookEngine(TraceEngine):
             if self.old_frames == [] and not self._still_needed():
                 self._trace_off(None)
         return result
+
+
+register_delivery(HookEngine._global, HookEngine._local, HookEngine._hook_local, HookEngine._hook_global,
+                  HookEngine._calls_untraced, HookEngine.hit)
 
 
 def _called_by_dynamo(frame) -> bool:

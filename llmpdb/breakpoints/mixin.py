@@ -27,6 +27,7 @@ from types import FrameType
 from typing import Any
 
 from .engine import CONTINUE, GENERATOR_FLAGS, INVISIBLE_CODE_IDS, OFF, STOCK, WATCH
+from .interrupt import SafeInterruptMixin, register_delivery
 
 __all__ = ["FastBreakpointsMixin", "engine_kind"]
 
@@ -59,7 +60,7 @@ def _new_engine(pdb: Any):
     return TraceEngine(pdb)
 
 
-class FastBreakpointsMixin:
+class FastBreakpointsMixin(SafeInterruptMixin):
     """Mixin for a ``bdb.Bdb`` subclass (``pdb.Pdb``, pdb++): the same pdb, without a global trace while
     continuing to breakpoints or stepping over a call with ``next``.
 
@@ -168,7 +169,15 @@ class FastBreakpointsMixin:
     def fb_sync(self, frame: FrameType | None):
         """Make the event machinery match what pdb waits for now; ``frame`` is where the last event was.
 
-        Returns the local trace function for ``frame`` (``_KEEP`` when pdb's own return value stands)."""
+        Returns the local trace function for ``frame`` (``_KEEP`` when pdb's own return value stands).
+        A Ctrl-C handled meanwhile (``interrupt``) changed what pdb waits for: plan again."""
+        while True:
+            seen = self.llmpdb_interrupts
+            local = self._fb_sync_once(frame)
+            if self.llmpdb_interrupts == seen:
+                return local
+
+    def _fb_sync_once(self, frame: FrameType | None):
         state = self._fb_state()
         wanted = self._fb_wanted_mode()
         engine = self._fb_engine() if wanted in (CONTINUE, WATCH) else state["engine"]
@@ -320,6 +329,9 @@ class FastBreakpointsMixin:
             return super().runcall(*args, **kwargs)
         finally:
             self.fast_breakpoints_close()
+
+
+register_delivery(FastBreakpointsMixin.trace_dispatch, FastBreakpointsMixin.fb_deliver)
 
 
 class _Keep:

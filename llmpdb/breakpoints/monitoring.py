@@ -24,6 +24,7 @@ import threading
 from typing import Any
 
 from .engine import ALL_LINES, WATCH, EngineBase
+from .interrupt import register_delivery
 
 __all__ = ["MonitoringEngine", "free_tool_id_available", "TOOL_NAME", "TOOL_IDS"]
 
@@ -230,3 +231,7 @@ class MonitoringEngine(EngineBase):
         if self.tool is not None and not self.state["depth"] and self._watched_frame(frame):
             self.pdb.fb_deliver(frame, "exception", (type(exc), exc, exc.__traceback__))
         return None
+
+
+register_delivery(MonitoringEngine._on_start, MonitoringEngine._on_line, MonitoringEngine._on_jump,
+                  MonitoringEngine._on_return, MonitoringEngine._on_unwind, MonitoringEngine._on_exception)

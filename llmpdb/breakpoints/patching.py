@@ -14,6 +14,7 @@ from typing import Any
 
 from .engine import INVISIBLE_CODE_IDS
 from .bytecode import instrument
+from .interrupt import register_delivery
 
 __all__ = ["REGISTRY", "HOOK_CODE", "hooked_tree", "restore_all", "LOADERS", "install_audit_hook",
            "fast_breakpoint_hook", "dynamo_loaded", "is_dynamo_file", "dynamo_wrapped_code", "code_tree"]
@@ -46,6 +47,7 @@ def fast_breakpoint_hook() -> None:
 
 HOOK_CODE = fast_breakpoint_hook.__code__
 INVISIBLE_CODE_IDS.add(id(HOOK_CODE))
+register_delivery(fast_breakpoint_hook)
 
 
 _DYNAMO_DIR = "/torch/_dynamo/"

@@ -22,6 +22,7 @@ import threading
 from typing import Any
 
 from .engine import ALL_LINES, WATCH, EngineBase
+from .interrupt import register_delivery
 
 __all__ = ["TraceEngine"]
 
@@ -124,3 +125,6 @@ class TraceEngine(EngineBase):
         if self._is_watched(frame) and not self.state["depth"]:
             return self.pdb.fb_deliver(frame, event, arg)
         return self._local(frame, event, arg)
+
+
+register_delivery(TraceEngine._global, TraceEngine._local, TraceEngine._watch_local)
