@@ -13,8 +13,12 @@ from __future__ import annotations
 from inspect import CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR
 from types import CodeType
 
-__all__ = ["EngineBase", "code_breakpoint_lines", "ALL_LINES", "INVISIBLE_CODE_IDS", "GENERATOR_FLAGS",
+__all__ = ["EngineBase", "code_breakpoint_lines", "identity", "ALL_LINES", "INVISIBLE_CODE_IDS", "GENERATOR_FLAGS",
            "STOCK", "CONTINUE", "WATCH", "OFF"]
+
+identity = object.__hash__
+"""``identity(obj)``: a key unique among live objects, like ``id(obj)``, but without the ``builtins.id`` audit
+event that ``id()`` raises (one Python audit-hook call each, on hot paths, once any audit hook is installed)."""
 
 GENERATOR_FLAGS = CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR
 
@@ -60,10 +64,10 @@ class EngineBase:
 
     def lines_for(self, code) -> frozenset[int]:
         """Breakpoint lines inside ``code`` (cached per code object; ``ALL_LINES`` for a function breakpoint)."""
-        entry = self.code_lines.get(id(code))
+        entry = self.code_lines.get(identity(code))
         if entry is not None and entry[0] is code:
             return entry[1]
         file_lines = self.breaks.get(self.pdb.canonic(code.co_filename))
         lines = code_breakpoint_lines(code, file_lines) if file_lines else frozenset()
-        self.code_lines[id(code)] = (code, lines)
+        self.code_lines[identity(code)] = (code, lines)
         return lines

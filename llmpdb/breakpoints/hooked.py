@@ -23,7 +23,7 @@ import types
 import weakref
 from typing import Any
 
-from .engine import ALL_LINES, WATCH, code_breakpoint_lines
+from .engine import ALL_LINES, INVISIBLE_CODE_IDS, WATCH, code_breakpoint_lines, identity
 from .bytecode import first_line, may_reach
 from .interrupt import register_delivery
 from .trace import TraceEngine
@@ -62,7 +62,7 @@ class HookEngine(TraceEngine):
         file_lines = self.hook_breaks.get(self.pdb.canonic(code.co_filename))
         if not file_lines:
             return _EMPTY
-        if self.dynamo_codes and self.dynamo_codes.get(id(code)) is code:
+        if self.dynamo_codes and self.dynamo_codes.get(identity(code)) is code:
             return _EMPTY  # dynamo would read the hook constant and fail: the trace engine covers it
         lines = code_breakpoint_lines(code, file_lines)
         if lines is ALL_LINES:
@@ -88,7 +88,7 @@ class HookEngine(TraceEngine):
         return may_reach(code, frame.f_lasti, own, own is ALL_LINES, nested)
 
     def lines_for(self, code) -> frozenset[int]:
-        entry = _REGISTRY.hooked.get(id(code))
+        entry = _REGISTRY.hooked.get(identity(code))
         if entry is not None and entry[0] is code:
             return _EMPTY  # its hooks report the breakpoint lines
         return super().lines_for(code)
@@ -112,7 +112,7 @@ class HookEngine(TraceEngine):
         if canonic not in self.hook_breaks:
             return
         if code is not None:
-            entry = _REGISTRY.hooked.get(id(code))
+            entry = _REGISTRY.hooked.get(identity(code))
             if (entry is not None and entry[0] is code) or not self._tree_has_lines(code):
                 return
         if canonic not in self.pending:
@@ -170,7 +170,7 @@ class HookEngine(TraceEngine):
         self.old_frames = []
         walk = frame
         while walk is not None:
-            if id(walk.f_code) not in _REGISTRY.hooked and self._may_run_breakpoint_code(walk):
+            if identity(walk.f_code) not in _REGISTRY.hooked and self._may_run_breakpoint_code(walk):
                 self.old_frames.append(walk)
             walk = walk.f_back
         self.problems_seen = bool(self.problems) or self.problems_seen
@@ -186,8 +186,8 @@ class HookEngine(TraceEngine):
             if wrapped is None or self.pdb.canonic(wrapped.co_filename) not in breaks:
                 continue
             for code in code_tree(wrapped):
-                self.dynamo_codes[id(code)] = code
-                self.tried_late[id(code)] = code
+                self.dynamo_codes[identity(code)] = code
+                self.tried_late[identity(code)] = code
             self._say_dynamo(wrapped)
 
     def _say_dynamo(self, code: types.CodeType) -> None:
@@ -206,13 +206,13 @@ class HookEngine(TraceEngine):
 
     def _hook_late(self, code: types.CodeType, frame=None) -> None:
         """Original code holding breakpoint lines is being called: hook its functions for the next calls."""
-        if id(code) in self.tried_late and self.tried_late[id(code)] is code:
+        if identity(code) in self.tried_late and self.tried_late[identity(code)] is code:
             return  # once per code object: it could not be hooked, or its functions were hooked already
-        self.tried_late[id(code)] = code
+        self.tried_late[identity(code)] = code
         if dynamo_loaded() and _called_by_dynamo(frame):
             for nested in code_tree(code):  # torch.compile runs it: dynamo must never read a hook
-                self.dynamo_codes[id(nested)] = nested
-                self.tried_late[id(nested)] = nested
+                self.dynamo_codes[identity(nested)] = nested
+                self.tried_late[identity(nested)] = nested
             self._say_dynamo(code)
             return
         hooked = _hooked_tree(code, self.hook_lines, {}, self.problems)
@@ -234,9 +234,9 @@ class HookEngine(TraceEngine):
             live = set()
             walk = frame
             while walk is not None:
-                live.add(id(walk))
+                live.add(identity(walk))
                 walk = walk.f_back
-            self.old_frames = [f for f in self.old_frames if id(f) in live]
+            self.old_frames = [f for f in self.old_frames if identity(f) in live]
         return self._still_needed()
 
     def _local_for(self, frame):
@@ -329,13 +329,15 @@ class HookEngine(TraceEngine):
         return None
 
     def _global(self, frame, event, arg):
-        result = super()._global(frame, event, arg)
-        if result is not None and self.armed:
-            code = frame.f_code
-            if id(code) not in _REGISTRY.hooked:  # first call of original breakpoint code: hook the rest
-                self._hook_late(code, frame)
-                self.old_frames.append(frame)
-        return result
+        code = frame.f_code  # one Python frame per call: TraceEngine._global inlined
+        entry = self.code_lines.get(identity(code))
+        lines = entry[1] if entry is not None and entry[0] is code else self.lines_for(code)
+        if not lines or self.state["depth"] or threading.get_ident() != self.thread:
+            return None
+        if self.armed and identity(code) not in _REGISTRY.hooked:  # first call of original breakpoint code
+            self._hook_late(code, frame)  # hook its functions for the next calls
+            self.old_frames.append(frame)
+        return self._local
 
     def _local(self, frame, event, arg):
         result = super()._local(frame, event, arg)
@@ -346,6 +348,7 @@ class HookEngine(TraceEngine):
         return result
 
 
+INVISIBLE_CODE_IDS.add(identity(HookEngine.hit.__code__))  # ``step`` onto a hooked line never enters it
 register_delivery(HookEngine._global, HookEngine._local, HookEngine._hook_local, HookEngine._hook_global,
                   HookEngine._calls_untraced, HookEngine.hit)
 

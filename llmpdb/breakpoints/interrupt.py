@@ -23,16 +23,18 @@ from __future__ import annotations
 import bdb
 import sys
 
+from .engine import identity
+
 __all__ = ["SafeInterruptMixin", "DELIVERY_CODE_IDS", "register_delivery", "program_frame"]
 
-DELIVERY_CODE_IDS: set[int] = {id(bdb.Bdb.trace_dispatch.__code__)}
+DELIVERY_CODE_IDS: set[int] = {identity(bdb.Bdb.trace_dispatch.__code__)}
 """Code objects of the functions through which events reach pdb (``register_delivery`` adds to it)."""
 
 
 def register_delivery(*functions) -> None:
     """Usage: ``register_delivery(Engine._local, Engine._global)``; mark functions as event delivery."""
     for function in functions:
-        DELIVERY_CODE_IDS.add(id(function.__code__))
+        DELIVERY_CODE_IDS.add(identity(function.__code__))
 
 
 def program_frame(frame):
@@ -42,7 +44,7 @@ def program_frame(frame):
     found = frame
     walk = frame
     while walk is not None:
-        if id(walk.f_code) in codes and walk.f_back is not None:
+        if identity(walk.f_code) in codes and walk.f_back is not None:
             found = walk.f_back
         walk = walk.f_back
     return found

@@ -26,7 +26,7 @@ import sys
 from types import FrameType
 from typing import Any
 
-from .engine import CONTINUE, GENERATOR_FLAGS, INVISIBLE_CODE_IDS, OFF, STOCK, WATCH
+from .engine import CONTINUE, GENERATOR_FLAGS, INVISIBLE_CODE_IDS, OFF, STOCK, WATCH, identity
 from .interrupt import SafeInterruptMixin, register_delivery
 
 __all__ = ["FastBreakpointsMixin", "engine_kind"]
@@ -134,7 +134,7 @@ class FastBreakpointsMixin(SafeInterruptMixin):
 
     # ---- event delivery -------------------------------------------------------------------------------
     def trace_dispatch(self, frame, event, arg):
-        if id(frame.f_code) in INVISIBLE_CODE_IDS:
+        if identity(frame.f_code) in INVISIBLE_CODE_IDS:
             return None  # the engine's own hook function: pdb never stops in it
         state = self._fb_state()
         state["depth"] += 1
@@ -237,9 +237,9 @@ class FastBreakpointsMixin(SafeInterruptMixin):
         live = set()
         walk = frame
         while walk is not None:
-            live.add(id(walk))
+            live.add(identity(walk))
             walk = walk.f_back
-        traced[:] = [f for f in traced if id(f) in live]
+        traced[:] = [f for f in traced if identity(f) in live]
 
     def _fb_stock_on(self, frame: FrameType | None):
         """Give control back to pdb's ``sys.settrace`` machinery.

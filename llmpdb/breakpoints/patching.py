@@ -12,7 +12,7 @@ import sys
 import types
 from typing import Any
 
-from .engine import INVISIBLE_CODE_IDS
+from .engine import INVISIBLE_CODE_IDS, identity
 from .bytecode import instrument
 from .interrupt import register_delivery
 
@@ -46,7 +46,7 @@ def fast_breakpoint_hook() -> None:
 
 
 HOOK_CODE = fast_breakpoint_hook.__code__
-INVISIBLE_CODE_IDS.add(id(HOOK_CODE))
+INVISIBLE_CODE_IDS.add(identity(HOOK_CODE))
 register_delivery(fast_breakpoint_hook)
 
 
@@ -87,7 +87,7 @@ def hooked_tree(code: types.CodeType, lines_of: Any, memo: dict, problems: list)
 
     A code object that needs hooks but cannot get them is reported in ``problems`` and left as it is
     (``lines_of`` still reports it: the trace engine covers it)."""
-    key = id(code)
+    key = identity(code)
     if key in memo:
         return memo[key][1]
     consts = list(code.co_consts)
@@ -117,7 +117,7 @@ def hooked_tree(code: types.CodeType, lines_of: Any, memo: dict, problems: list)
         new = base
     memo[key] = (code, new)
     if new is not None:
-        REGISTRY.hooked[id(new)] = (new, code)
+        REGISTRY.hooked[identity(new)] = (new, code)
     return new
 
 
@@ -133,7 +133,7 @@ def restore_all() -> int:
     if REGISTRY.untracked:
         for obj in gc.get_objects():
             if type(obj) is types.FunctionType:
-                entry = REGISTRY.hooked.get(id(obj.__code__))
+                entry = REGISTRY.hooked.get(identity(obj.__code__))
                 if entry is not None and entry[0] is obj.__code__:
                     obj.__code__ = entry[1]
                     restored += 1

@@ -21,7 +21,7 @@ import sys
 import threading
 from typing import Any
 
-from .engine import ALL_LINES, WATCH, EngineBase
+from .engine import ALL_LINES, WATCH, EngineBase, identity
 from .interrupt import register_delivery
 
 __all__ = ["TraceEngine"]
@@ -37,7 +37,7 @@ class TraceEngine(EngineBase):
         self.active = False
         self.thread = threading.get_ident()
         self.breaks: dict[str, frozenset[int]] = {}
-        self.code_lines: dict[int, tuple[Any, frozenset[int]]] = {}  # id(code) -> (code, lines)
+        self.code_lines: dict[int, tuple[Any, frozenset[int]]] = {}  # identity(code) -> (code, lines)
         self.watched: tuple = ()
         self.key: tuple | None = None
         self.global_trace = self._global  # the global trace function activate() installs
@@ -62,7 +62,7 @@ class TraceEngine(EngineBase):
         pdb = self.pdb
         breaks = pdb.fb_breakpoint_lines()
         watched = pdb.fb_watched_frames() if mode == WATCH else ()
-        key = (mode, tuple(id(f) for f in watched))
+        key = (mode, tuple(identity(f) for f in watched))
         unchanged = self.active and key == self.key and breaks == self.breaks and sys.gettrace() == self.global_trace
         if not unchanged:
             if breaks != self.breaks:
@@ -104,7 +104,7 @@ class TraceEngine(EngineBase):
 
     # ---- trace functions -----------------------------------------------------------------------------
     def _global(self, frame, event, arg):
-        entry = self.code_lines.get(id(frame.f_code))
+        entry = self.code_lines.get(identity(frame.f_code))
         lines = entry[1] if entry is not None and entry[0] is frame.f_code else self.lines_for(frame.f_code)
         if lines and threading.get_ident() == self.thread and not self.state["depth"]:
             return self._local
