@@ -25,6 +25,7 @@ from typing import Any
 
 from .engine import ALL_LINES, INVISIBLE_CODE_IDS, WATCH, code_breakpoint_lines, identity
 from .bytecode import first_line, may_reach
+from .guards import GUARDED, arm_guards, covers, is_guarded
 from .interrupt import register_delivery
 from .trace import TraceEngine
 from .patching import LOADERS as _LOADERS
@@ -58,7 +59,10 @@ class HookEngine(TraceEngine):
 
     # ---- arming ----------------------------------------------------------------------------------------
     def hook_lines(self, code: types.CodeType) -> frozenset[int]:
-        """The lines of ``code`` that get hooks: its breakpoint lines, or its first line for ``b function``."""
+        """The lines of ``code`` that get hooks: its breakpoint lines, or its first line for ``b function``
+        (none for guarded code: its guards are armed instead)."""
+        if GUARDED and is_guarded(code):
+            return _EMPTY
         file_lines = self.hook_breaks.get(self.pdb.canonic(code.co_filename))
         if not file_lines:
             return _EMPTY
@@ -89,7 +93,7 @@ class HookEngine(TraceEngine):
 
     def lines_for(self, code) -> frozenset[int]:
         entry = _REGISTRY.hooked.get(identity(code))
-        if entry is not None and entry[0] is code:
+        if (entry is not None and entry[0] is code) or (GUARDED and is_guarded(code)):
             return _EMPTY  # its hooks report the breakpoint lines
         return super().lines_for(code)
 
@@ -141,20 +145,22 @@ class HookEngine(TraceEngine):
         self.pending = set()
         self.tried_late = {}
         self.dynamo_codes = {}
-        if breaks:
-            canonic = self.pdb.canonic
+        canonic = self.pdb.canonic
+        arm_guards(breaks, canonic)
+        scan = {name: lines for name, lines in breaks.items() if not covers(name, canonic)}
+        if scan:  # files whose functions may run unguarded code: find and hook them (one gc pass)
             memo: dict = {}
             in_breaks: dict[str, bool] = {}  # raw co_filename -> holds breakpoints
             function_type = types.FunctionType
             objects = [o for o in gc.get_objects() if type(o) in _SCANNED_TYPES]
             if dynamo_loaded():
-                self._find_dynamo_code(objects, breaks)
+                self._find_dynamo_code(objects, scan)
             for obj in objects:
                 code = obj.__code__ if type(obj) is function_type else _code_of(obj)
                 raw = code.co_filename
                 wanted = in_breaks.get(raw)
                 if wanted is None:
-                    wanted = in_breaks[raw] = canonic(raw) in breaks
+                    wanted = in_breaks[raw] = canonic(raw) in scan
                 if not wanted:
                     continue
                 if type(obj) is function_type:
@@ -163,6 +169,7 @@ class HookEngine(TraceEngine):
                         _REGISTRY.patch(obj, hooked)
                 elif _frame_of(obj) is not None:
                     self.suspended.append(weakref.ref(obj))
+        if breaks:
             _LOADERS.install()
             install_audit_hook()
         else:
@@ -292,6 +299,7 @@ class HookEngine(TraceEngine):
             restore_all()
             self.arm_seconds += time.perf_counter() - started
         self.hook_breaks = {}
+        arm_guards({}, self.pdb.canonic)
         self.dynamo_codes = {}
         self.old_frames = []
         self.suspended = []
@@ -307,11 +315,13 @@ class HookEngine(TraceEngine):
         """A hook ran in ``frame``: make the coming line event reach pdb through a one-shot trace function."""
         if not self.armed or self.state["depth"] or threading.get_ident() != self.thread:
             return
-        if frame.f_trace is not None:
-            return  # already traced (a watched frame): its trace function sees the line event
-        frame.f_trace = self._hook_local
-        if sys.gettrace() is None:
-            sys.settrace(self._hook_global)
+        if sys.gettrace() is None:  # a trace function left on the frame gets no events then: replace it
+            if self.armed:  # False when a Ctrl-C was handled right after gettrace(): pdb's trace stands
+                frame.f_trace = self._hook_local
+                sys.settrace(self._hook_global)
+        elif frame.f_trace is None:
+            frame.f_trace = self._hook_local
+        # else already traced (a watched frame): its trace function sees the line event
 
     def _hook_global(self, frame, event, arg):
         return None

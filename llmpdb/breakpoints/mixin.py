@@ -312,6 +312,15 @@ class FastBreakpointsMixin(SafeInterruptMixin):
             state["traced"].clear()
 
     # ---- runs that end: release the engine with pdb's trace function --------------------------------
+    def _run(self, target):
+        """``python -m llmpdb script.py``: on 3.11 the script is compiled with guarded hooks (``guards``)."""
+        if (self.fast_breakpoints_enabled and type(target).__name__ == "_ScriptTarget" and isinstance(target, str)
+                and engine_kind() == "hooks"):
+            from .guards import GuardedScript
+
+            target = GuardedScript(target)
+        return super()._run(target)
+
     def run(self, *args, **kwargs):
         try:
             return super().run(*args, **kwargs)

@@ -1,7 +1,7 @@
 """Ctrl-C typed during ``continue`` stops the program inside its loop, ten times out of ten, while a
 breakpoint with a false condition is armed in that loop (pdb then spends most of its time evaluating
-the condition, and the signal lands in the debugger's own code). On every engine: 3.11 hooks (a loop in
-a function), the 3.11 trace fallback (a loop in the running module), pdb's own tracing
+the condition, and the signal lands in the debugger's own code). On every engine: 3.11 guarded hooks
+(the script's function and module code), the 3.11 trace fallback (a running module frame), pdb's own tracing
 (``LLMPDB_FAST_BREAKPOINTS=0``) and, torch-free, ``sys.monitoring`` on 3.12 and 3.13."""
 
 from __future__ import annotations
@@ -55,6 +55,8 @@ print("finished", work(time.monotonic() + 90))
 FUNCTION_LINES = range(5, 11)
 FUNCTION_BREAK = "b 6, i < 0"
 
+UNGUARDED = "# torch.compile (named here, llmpdb does not guard this script: its running frame is traced)\n"
+
 _STOP = re.compile(r"loop\.py\((\d+)\)(<module>|work)\(\)")
 
 
@@ -64,8 +66,9 @@ def _other_python(version: str) -> str | None:
 
 
 CASES = [
-    pytest.param(sys.executable, FUNCTION_LOOP, FUNCTION_BREAK, FUNCTION_LINES, "1", id="hooks-function"),
-    pytest.param(sys.executable, MODULE_LOOP, MODULE_BREAK, MODULE_LINES, "1", id="trace-running-module"),
+    pytest.param(sys.executable, FUNCTION_LOOP, FUNCTION_BREAK, FUNCTION_LINES, "1", id="guards-function"),
+    pytest.param(sys.executable, MODULE_LOOP, MODULE_BREAK, MODULE_LINES, "1", id="guards-module"),
+    pytest.param(sys.executable, MODULE_LOOP + UNGUARDED, MODULE_BREAK, MODULE_LINES, "1", id="trace-running-module"),
     pytest.param(sys.executable, FUNCTION_LOOP, FUNCTION_BREAK, FUNCTION_LINES, "0", id="pdb-tracing"),
 ]
 for _version in ("3.12.1", "3.13.0"):
