@@ -53,6 +53,11 @@ class EngineBase:
     A subclass sets ``self.pdb``, ``self.breaks`` (canonic file -> lines), ``self.code_lines`` and
     ``self.problems`` in its ``__init__`` and implements ``deactivate``."""
 
+    def resume_quickly(self, mode: str, frame) -> bool:
+        """Whether the engine could go on as armed after an event pdb did not stop at (the 3.11 hook engine
+        can: a false condition costs no re-planning); False means ``activate`` must plan."""
+        return False
+
     def take_problems(self) -> list[str]:
         """Problems met while arming (reported once by the debugger), then forgotten."""
         problems, self.problems = self.problems, []

@@ -23,7 +23,7 @@ import types
 import weakref
 from typing import Any
 
-from .engine import ALL_LINES, INVISIBLE_CODE_IDS, WATCH, code_breakpoint_lines, identity
+from .engine import ALL_LINES, CONTINUE, INVISIBLE_CODE_IDS, WATCH, code_breakpoint_lines, identity
 from .bytecode import first_line, may_reach
 from .guards import GUARDED, arm_guards, covers, is_guarded
 from .interrupt import register_delivery
@@ -254,7 +254,7 @@ class HookEngine(TraceEngine):
 
     def activate(self, mode: str, frame):
         breaks = self.pdb.fb_breakpoint_lines()
-        if (breaks != self.hook_breaks or self.generation != _REGISTRY.generation
+        if ((breaks is not self.hook_breaks and breaks != self.hook_breaks) or self.generation != _REGISTRY.generation
                 or _REGISTRY.active is not self):
             if _REGISTRY.active is not None and _REGISTRY.active is not self:
                 _REGISTRY.active.armed = False
@@ -270,6 +270,22 @@ class HookEngine(TraceEngine):
             return super().activate(mode, frame)
         self._trace_off(frame)
         return None
+
+    def resume_quickly(self, mode: str, frame) -> bool:
+        """After a hooked line pdb did not stop at (a false condition), when nothing changed since arming:
+        drop the one-shot trace and go on (True); else False and ``activate`` plans from scratch."""
+        if (mode != CONTINUE or self.mode != CONTINUE or not self.armed or self.active
+                or self.pdb.fb_breakpoint_lines() is not self.hook_breaks
+                or self.generation != _REGISTRY.generation or _REGISTRY.active is not self):
+            return False
+        if frame is not None and frame.f_trace == self._hook_local:
+            frame.f_trace = None
+        trace = sys.gettrace()
+        if trace == self._hook_global:
+            sys.settrace(None)
+        elif trace is not None:
+            return False
+        return True
 
     def _trace_off(self, frame) -> None:
         if self.active:
@@ -332,7 +348,7 @@ class HookEngine(TraceEngine):
     def _hook_local(self, frame, event, arg):
         if event == "line" and self.armed and not self.state["depth"]:
             return self.pdb.fb_deliver(frame, event, arg)
-        if frame.f_trace is self._hook_local:  # not pdb's, installed by a Ctrl-C meanwhile (``interrupt``)
+        if frame.f_trace == self._hook_local:  # not pdb's, installed by a Ctrl-C meanwhile (``interrupt``)
             frame.f_trace = None
         if sys.gettrace() == self._hook_global:
             sys.settrace(None)

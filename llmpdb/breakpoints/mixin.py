@@ -75,7 +75,8 @@ class FastBreakpointsMixin(SafeInterruptMixin):
     def _fb_state(self) -> dict:
         state = self.__dict__.get("_fb")
         if state is None:
-            state = {"engine": None, "depth": 0, "mode": STOCK, "stock_off": False, "traced": []}
+            state = {"engine": None, "depth": 0, "mode": STOCK, "stock_off": False, "traced": [], "breaks_gen": 0,
+                     "lines": None}
             self.__dict__["_fb"] = state
         return state
 
@@ -129,8 +130,15 @@ class FastBreakpointsMixin(SafeInterruptMixin):
         return tuple(frames)
 
     def fb_breakpoint_lines(self) -> dict[str, frozenset[int]]:
-        """Snapshot of ``self.breaks`` as ``{canonic filename: frozenset(lines)}``."""
-        return {filename: frozenset(lines) for filename, lines in self.breaks.items() if lines}
+        """Snapshot of ``self.breaks`` as ``{canonic filename: frozenset(lines)}`` (the same object until
+        ``set_break``/``clear_*``/``reset`` run: engines compare it after every event)."""
+        state = self._fb_state()
+        cached = state["lines"]
+        if cached is not None and cached[0] == state["breaks_gen"]:
+            return cached[1]
+        lines = {filename: frozenset(lines) for filename, lines in self.breaks.items() if lines}
+        state["lines"] = (state["breaks_gen"], lines)
+        return lines
 
     # ---- event delivery -------------------------------------------------------------------------------
     def trace_dispatch(self, frame, event, arg):
@@ -180,6 +188,11 @@ class FastBreakpointsMixin(SafeInterruptMixin):
     def _fb_sync_once(self, frame: FrameType | None):
         state = self._fb_state()
         wanted = self._fb_wanted_mode()
+        if wanted == state["mode"] and state["stock_off"] and state["engine"] is not None:
+            if state["engine"].resume_quickly(wanted, frame):
+                if len(state["traced"]) > 8:  # frames that got events: forget those that finished
+                    self._fb_prune_traced(frame)
+                return None
         engine = self._fb_engine() if wanted in (CONTINUE, WATCH) else state["engine"]
         previous = state["mode"]
         state["mode"] = wanted
@@ -187,7 +200,7 @@ class FastBreakpointsMixin(SafeInterruptMixin):
             if not state["stock_off"] or self._fb_is_stock_trace(sys.gettrace()):
                 self._fb_stock_off(frame)
                 state["stock_off"] = True
-            else:
+            elif len(state["traced"]) > 8:  # now and then, not at every false condition: it walks the stack
                 self._fb_prune_traced(frame)
             local = engine.activate(wanted, frame)
             for problem in engine.take_problems():
@@ -266,6 +279,7 @@ class FastBreakpointsMixin(SafeInterruptMixin):
     # ---- bdb methods that change what must be delivered ------------------------------------------------
     def _fb_breaks_changed(self) -> None:
         state = self._fb_state()
+        state["breaks_gen"] += 1
         if state["depth"] == 0 and state["mode"] in (CONTINUE, WATCH) and state["engine"] is not None:
             state["engine"].refresh()  # changed from outside a stop, e.g. another thread or an API call
 
@@ -302,6 +316,7 @@ class FastBreakpointsMixin(SafeInterruptMixin):
     def reset(self):
         super().reset()
         state = self._fb_state()
+        state["breaks_gen"] += 1
         if state["depth"] == 0 and state["mode"] != STOCK:
             # a new session (``set_trace`` at the next ``breakpoint()``): stop delivering, keep what was
             # armed (3.11 hooks stay compiled in, idle) so that the next ``continue`` re-arms cheaply
