@@ -54,9 +54,16 @@ class EngineBase:
     ``self.problems`` in its ``__init__`` and implements ``deactivate``."""
 
     def resume_quickly(self, mode: str, frame) -> bool:
-        """Whether the engine could go on as armed after an event pdb did not stop at (the 3.11 hook engine
-        can: a false condition costs no re-planning); False means ``activate`` must plan."""
-        return False
+        """Whether the engine can go on as armed after an event pdb did not stop at: same mode, the same
+        breakpoint snapshot (``fb_breakpoint_lines`` returns one object until breakpoints change) and the
+        same watched frames as at the last ``activate``; False means ``activate`` must plan."""
+        key = self.key
+        pdb = self.pdb
+        if key is None or key[0] != mode or pdb.fb_breakpoint_lines() is not self.breaks:
+            return False
+        return mode != WATCH or (pdb.stopframe is self.watch_seen[0] and pdb.returnframe is self.watch_seen[1])
+
+    watch_seen: tuple = (None, None)  # (stopframe, returnframe) at the last ``activate`` in WATCH mode
 
     def take_problems(self) -> list[str]:
         """Problems met while arming (reported once by the debugger), then forgotten."""

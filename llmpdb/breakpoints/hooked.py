@@ -32,7 +32,7 @@ from .patching import LOADERS as _LOADERS
 from .patching import REGISTRY as _REGISTRY
 from .patching import hooked_tree as _hooked_tree
 from .patching import code_tree, dynamo_loaded, dynamo_wrapped_code, install_audit_hook, is_dynamo_file
-from .patching import restore_all
+from .patching import AUDIT_SINK, restore_all
 
 __all__ = ["HookEngine"]
 
@@ -253,6 +253,7 @@ class HookEngine(TraceEngine):
         return local
 
     def activate(self, mode: str, frame):
+        AUDIT_SINK.forget()
         breaks = self.pdb.fb_breakpoint_lines()
         if ((breaks is not self.hook_breaks and breaks != self.hook_breaks) or self.generation != _REGISTRY.generation
                 or _REGISTRY.active is not self):
@@ -274,9 +275,12 @@ class HookEngine(TraceEngine):
     def resume_quickly(self, mode: str, frame) -> bool:
         """After a hooked line pdb did not stop at (a false condition), when nothing changed since arming:
         drop the one-shot trace and go on (True); else False and ``activate`` plans from scratch."""
-        if (mode != CONTINUE or self.mode != CONTINUE or not self.armed or self.active
-                or self.pdb.fb_breakpoint_lines() is not self.hook_breaks
+        if (mode != self.mode or not self.armed or self.pdb.fb_breakpoint_lines() is not self.hook_breaks
                 or self.generation != _REGISTRY.generation or _REGISTRY.active is not self):
+            return False
+        if self.active:  # the lean trace function runs (``next``, running frames): its own test
+            return TraceEngine.resume_quickly(self, mode, frame)
+        if mode != CONTINUE:
             return False
         if frame is not None and frame.f_trace == self._hook_local:
             frame.f_trace = None

@@ -163,7 +163,10 @@ class FastBreakpointsMixin(SafeInterruptMixin):
         state = self._fb_state()
         local = _KEEP
         traced = state["traced"]
-        if all(frame is not f for f in traced):
+        for seen in traced:
+            if seen is frame:
+                break
+        else:
             traced.append(frame)  # pdb would have traced a frame it got events from
         state["depth"] += 1
         try:

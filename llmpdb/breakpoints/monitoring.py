@@ -106,6 +106,7 @@ class MonitoringEngine(EngineBase):
         breaks = pdb.fb_breakpoint_lines()
         watched = pdb.fb_watched_frames() if mode == WATCH else ()
         key = (mode, tuple(identity(f) for f in watched))
+        self.watch_seen = (pdb.stopframe, pdb.returnframe)
         if self.tool is not None and key == self.key and breaks == self.breaks:
             return None
         restart = self.tool is None or breaks != self.breaks
@@ -132,6 +133,9 @@ class MonitoringEngine(EngineBase):
         if restart:
             _MON.restart_events()
         return None
+
+    def resume_quickly(self, mode: str, frame) -> bool:
+        return self.tool is not None and EngineBase.resume_quickly(self, mode, frame)
 
     def refresh(self) -> None:
         """Breakpoints changed while running: re-arm with the debugged thread's current stack."""

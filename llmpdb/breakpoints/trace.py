@@ -63,6 +63,7 @@ class TraceEngine(EngineBase):
         breaks = pdb.fb_breakpoint_lines()
         watched = pdb.fb_watched_frames() if mode == WATCH else ()
         key = (mode, tuple(identity(f) for f in watched))
+        self.watch_seen = (pdb.stopframe, pdb.returnframe)
         unchanged = self.active and key == self.key and breaks == self.breaks and sys.gettrace() == self.global_trace
         if not unchanged:
             if breaks != self.breaks:
@@ -85,6 +86,9 @@ class TraceEngine(EngineBase):
         local = self._local_for(frame)
         frame.f_trace = local
         return local
+
+    def resume_quickly(self, mode: str, frame) -> bool:
+        return self.active and EngineBase.resume_quickly(self, mode, frame) and sys.gettrace() == self.global_trace
 
     def refresh(self) -> None:
         """Breakpoints changed while running: re-arm from the caller's stack."""
