@@ -25,7 +25,11 @@ fed the row's commands; every row ends at a breakpoint in ``finish()``. Rows (th
   hidden_states.shape[0] < 0`` (``pure``: a reached line of ``hot()``, ``k < 0``).
 
 Variants run interleaved, ``--rounds`` times; a row is the median over rounds of (time / plain time of the
-same round). The machine this runs on may be shared: read single runs with care. Not a timed test.
+same round). "arming aside" subtracts the seconds llmpdb's engine reports for arming and releasing
+(``arm_seconds``: the 3.11 ``gc`` pass, paid when breakpoints change, not per call). "floor" is plain
+Python under a global trace function that returns ``None`` at once: on 3.11, the least any delivery by
+tracing (a frame already running, ``next``/``until``/``return``) can cost. The machine this runs on may be
+shared: read single runs with care. Not a timed test.
 """
 
 from __future__ import annotations
@@ -202,8 +206,22 @@ def run_plain(script: str) -> float:
     return time.perf_counter() - start
 
 
-def run_under(cls, script: str, commands: list[str]) -> float:
-    """Seconds to run ``script`` under debugger ``cls``, fed ``commands`` at its first stop."""
+def run_floor(script: str) -> float:
+    """Seconds to run ``script`` plainly under a global trace function that returns None at once."""
+    sys.settrace(_no_trace)
+    try:
+        return run_plain(script)
+    finally:
+        sys.settrace(None)
+
+
+def _no_trace(frame, event, arg):
+    return None
+
+
+def run_under(cls, script: str, commands: list[str], arming: list[float]) -> float:
+    """Seconds to run ``script`` under debugger ``cls``, fed ``commands`` at its first stop; the seconds
+    llmpdb's engine spent arming and releasing breakpoints are appended to ``arming``."""
     _clear_breakpoints()
     out = io.StringIO()
     debugger = cls(stdin=io.StringIO("\n".join(commands) + "\n"), stdout=out, nosigint=True, readrc=False)
@@ -217,6 +235,8 @@ def run_under(cls, script: str, commands: list[str]) -> float:
         sys.modules["__main__"].__dict__.clear()
         sys.modules["__main__"].__dict__.update(saved_main)
         _clear_breakpoints()
+    engine = debugger.__dict__.get("_fb", {}).get("engine")
+    arming.append(getattr(engine, "arm_seconds", 0.0))
     if "BENCH-END" not in out.getvalue():
         raise SystemExit(f"{cls.__name__} never stopped at the end of the workload ({commands}):\n{out.getvalue()}")
     return elapsed
@@ -249,20 +269,27 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.rounds} rounds x {args.iters} iterations, interleaved; ratios to plain Python, same round")
     run_plain(script)  # warm up caches and lazy imports
     plain: list[float] = []
+    floor: list[float] = []
     times = {(row, name): [] for row, _ in table for name, _ in debuggers}
+    arming = {(row, name): [] for row, _ in table for name, _ in debuggers}
     for _ in range(args.rounds):
         plain.append(run_plain(script))
+        floor.append(run_floor(script))
         for row, commands in table:
             for name, cls in debuggers:
-                times[row, name].append(run_under(cls, script, commands))
+                times[row, name].append(run_under(cls, script, commands, arming[row, name]))
         plain.append(run_plain(script))
     base = [statistics.mean(plain[i:i + 2]) for i in range(0, len(plain), 2)]
-    print(f"plain: median {statistics.median(plain):.3f} s")
-    print("| setup | " + " | ".join(name for name, _ in debuggers) + " |")
-    print("| --- | " + " | ".join("---" for _ in debuggers) + " |")
+    print(f"plain: median {statistics.median(plain):.3f} s; floor (a global trace function returning None): "
+          f"{statistics.median(f / b for f, b in zip(floor, base)):.2f}")
+    print("| setup | " + " | ".join(name for name, _ in debuggers) + " | llmpdb, arming aside | llmpdb arming s |")
+    print("| --- | " + " | ".join("---" for _ in debuggers) + " | --- | --- |")
     for row, _ in table:
         ratios = [statistics.median(t / b for t, b in zip(times[row, name], base)) for name, _ in debuggers]
-        print(f"| {row} | " + " | ".join(f"{r:.2f}" for r in ratios) + " |")
+        ours = times[row, "llmpdb"], arming[row, "llmpdb"]
+        steady = statistics.median((t - a) / b for t, a, b in zip(*ours, base))
+        print(f"| {row} | " + " | ".join(f"{r:.2f}" for r in ratios)
+              + f" | {steady:.2f} | {statistics.median(ours[1]):.2f} |")
     return 0
 
 

@@ -150,19 +150,30 @@ class HookEngine(TraceEngine):
         scan = {name: lines for name, lines in breaks.items() if not covers(name, canonic)}
         if scan:  # files whose functions may run unguarded code: find and hook them (one gc pass)
             memo: dict = {}
-            in_breaks: dict[str, bool] = {}  # raw co_filename -> holds breakpoints
+            kind_of: dict[str, int] = {}  # raw co_filename -> 1: holds breakpoints, 2: torch._dynamo, 0: neither
             function_type = types.FunctionType
-            objects = [o for o in gc.get_objects() if type(o) in _SCANNED_TYPES]
-            if dynamo_loaded():
-                self._find_dynamo_code(objects, scan)
-            for obj in objects:
-                code = obj.__code__ if type(obj) is function_type else _code_of(obj)
-                raw = code.co_filename
-                wanted = in_breaks.get(raw)
-                if wanted is None:
-                    wanted = in_breaks[raw] = canonic(raw) in scan
-                if not wanted:
+            dynamo = dynamo_loaded()
+            found, wrappers = [], []
+            for obj in gc.get_objects():  # reading ``__code__`` is audited on 3.11: once per function
+                kind = type(obj)
+                if kind is function_type:
+                    code = obj.__code__
+                elif kind in _SCANNED_TYPES:
+                    code = _code_of(obj)
+                else:
                     continue
+                raw = code.co_filename
+                file_kind = kind_of.get(raw)
+                if file_kind is None:
+                    file_kind = 1 if canonic(raw) in scan else 2 if dynamo and is_dynamo_file(raw) else 0
+                    kind_of[raw] = file_kind
+                if file_kind == 1:
+                    found.append((obj, code))
+                elif file_kind == 2 and kind is function_type:
+                    wrappers.append(obj)
+            if wrappers:
+                self._find_dynamo_code(wrappers, scan)
+            for obj, code in found:
                 if type(obj) is function_type:
                     hooked = _hooked_tree(code, self.hook_lines, memo, self.problems)
                     if hooked is not None:
