@@ -127,7 +127,7 @@ def _module_file(module) -> str | None:
 
 
 _COMPILERS = re.compile(r"\btorch\s*\.\s*(compile|export|_dynamo)\b|\bdynamo\b|\bimport\s+[^\n]*\b(compile|export)\b"
-                        r"|\.compile\((?!\s*[rbuf]*['\"])")
+                        r"|\.compile\((?!\s*[rbuf]*['\"])|\btorch_compile\b|\bcompile\s*=\s*True\b")
 
 
 def reads_bytecode(source: bytes | str) -> bool:

@@ -100,6 +100,7 @@ def test_guarded_code_runs_as_compiled_and_hooks_nothing_unarmed():
     ("model.compile()\n", True),
     ("import torch._dynamo\n", True),
     ("ep = torch.export.export(m, args)\n", True),
+    ("args = TrainingArguments(out, torch_compile=True)\n", True),
     ("pattern = re.compile(r'\\d+')\n", False),
     ("out = model.generate(ids)\n", False),
 ])
