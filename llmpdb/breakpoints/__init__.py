@@ -7,7 +7,8 @@ Usage::
 
 ``engine`` (modes, ``EngineBase``), ``mixin`` (the ``Pdb`` mixin and the engine choice), ``monitoring``
 (3.12+ ``sys.monitoring``), ``hooked`` (3.11 hooks compiled into code objects) with ``bytecode`` and
-``patching``, ``trace`` (the lean trace function, the fallback of both), ``interrupt`` (Ctrl-C that always stops).
+``patching``, ``guards`` (3.11: the script compiled with a guarded hook on every line), ``trace`` (the lean trace
+function, the fallback of both), ``interrupt`` (Ctrl-C that always stops).
 """
 
 from .engine import CONTINUE, OFF, STOCK, WATCH
