@@ -7,11 +7,12 @@ Arming (when the set of breakpoints changes): the flags of the guarded script (`
 llmpdb`` compiles it with a guarded hook on every line) are set; for every other file, one ``gc`` pass finds
 the function objects of files holding breakpoints; each whose code (or a nested code object) holds a
 breakpoint line gets a copy compiled with hooks (``bytecode.instrument``) as its ``__code__``; modules of
-those files imported later get hooked code from their loader. At run time a hook installs a one-shot trace function on its own frame;
-the interpreter then reports a genuine line event, pdb decides as usual, and the trace function is
-removed again. The lean trace engine (``TraceEngine``) still runs where hooks cannot reach: ``next``/
-``until``/``return`` (the watched frame is already running), frames and suspended generators that were
-already running the original code when a breakpoint was set, and code the assembler refuses.
+those files imported later get hooked code from their loader. At run time a hook installs a one-shot trace
+function on its own frame; the interpreter then reports a genuine line event, pdb decides as usual, and the
+trace function is removed again. The lean trace engine (``TraceEngine``) still runs where hooks cannot
+reach: ``next``/ ``until``/``return`` (the watched frame is already running), frames and suspended
+generators that were already running the original code when a breakpoint was set, and code the assembler
+refuses.
 """
 
 from __future__ import annotations
