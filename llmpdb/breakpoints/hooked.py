@@ -274,6 +274,7 @@ class HookEngine(TraceEngine):
                 _REGISTRY.active.armed = False
             _REGISTRY.active = self
             self._rearm(breaks, frame)
+        self.hook_breaks = breaks  # the same snapshot object: ``resume_quickly`` compares identities
         self.armed = True
         self.mode = mode
         self.thread = threading.get_ident()

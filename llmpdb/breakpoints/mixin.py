@@ -159,7 +159,9 @@ class FastBreakpointsMixin(SafeInterruptMixin):
     def fb_deliver(self, frame: FrameType, event: str, arg: Any):
         """Engine entry: hand one event to pdb's own ``trace_dispatch``, then re-plan the engine.
 
-        Returns the local trace function the frame should get (trace engine), or None."""
+        Returns the local trace function the frame should get (trace engine), or None. An event of a watched
+        frame after which pdb waits for exactly what it waited for before (the same stop state, breakpoints
+        and trace function) leaves the plan as it is, without asking the engine."""
         state = self._fb_state()
         local = _KEEP
         traced = state["traced"]
@@ -168,13 +170,22 @@ class FastBreakpointsMixin(SafeInterruptMixin):
                 break
         else:
             traced.append(frame)  # pdb would have traced a frame it got events from
+        watching = state["mode"] == WATCH and (frame is self.stopframe or frame is self.returnframe)
+        if watching:
+            before = (self.stopframe, self.returnframe, self.stoplineno, self.quitting, state["breaks_gen"],
+                      self.llmpdb_interrupts, sys.gettrace())
         state["depth"] += 1
         try:
             super().trace_dispatch(frame, event, arg)
         finally:
             state["depth"] -= 1
             if state["depth"] == 0:
-                local = self.fb_sync(frame)
+                if watching and state["mode"] == WATCH and before == (
+                        self.stopframe, self.returnframe, self.stoplineno, self.quitting, state["breaks_gen"],
+                        self.llmpdb_interrupts, sys.gettrace()):
+                    local = None
+                else:
+                    local = self.fb_sync(frame)
         return None if local is _KEEP else local
 
     def fb_sync(self, frame: FrameType | None):

@@ -108,13 +108,14 @@ class MonitoringEngine(EngineBase):
         key = (mode, tuple(identity(f) for f in watched))
         self.watch_seen = (pdb.stopframe, pdb.returnframe)
         if self.tool is not None and key == self.key and breaks == self.breaks:
+            self.breaks = breaks  # the same snapshot object: ``resume_quickly`` compares identities
             return None
         restart = self.tool is None or breaks != self.breaks
         if self.tool is None:
             self._acquire()
         if breaks != self.breaks:
-            self.breaks = breaks
             self.code_lines.clear()
+        self.breaks = breaks
         new_codes = {identity(f.f_code) for f in watched}
         restart = restart or bool(new_codes - self.watched_codes)
         self.watched, self.watched_codes, self.key = watched, new_codes, key

@@ -65,6 +65,8 @@ class TraceEngine(EngineBase):
         key = (mode, tuple(identity(f) for f in watched))
         self.watch_seen = (pdb.stopframe, pdb.returnframe)
         unchanged = self.active and key == self.key and breaks == self.breaks and sys.gettrace() == self.global_trace
+        if breaks == self.breaks:
+            self.breaks = breaks  # the same snapshot object: ``resume_quickly`` compares identities
         if not unchanged:
             if breaks != self.breaks:
                 self.breaks = breaks
