@@ -1,30 +1,46 @@
-"""Run-to-breakpoint cost: plain Python vs stdlib pdb vs pdb++ vs llmpdb's fast breakpoint engine.
+"""Run-to-breakpoint cost, as ``python -m llmpdb script.py`` runs a script: plain Python vs stdlib pdb vs
+pdb++ vs llmpdb's fast breakpoint engine, measured side by side in one run.
 
 Usage::
 
     python bench/run_to_breakpoint.py                    # tiny Llama generate() when torch imports
     python bench/run_to_breakpoint.py --workload pure    # torch-free, call-heavy Python (3.12/3.13)
-    python bench/run_to_breakpoint.py --rounds 9 --iters 3
+    python bench/run_to_breakpoint.py --rounds 5 --iters 10
 
-Each debugger runs the workload with two breakpoints: one on a line of the hot code that is never reached
-(``repeat_kv``'s ``n_rep == 1`` return in transformers' ``modeling_llama.py`` for the Llama workload, a
-guard in ``hot()`` of this file for the pure one) and one in ``finish()``, called at the workload's end.
-The debugger starts stopped at the workload's first line and is told ``c``, then ``c`` again at the end
-breakpoint. The
-``next`` rows stop at the first line and step over the whole workload with ``n``. Variants run interleaved,
-``--rounds`` times; each row prints the median over rounds of (time / plain time of the same round).
-Not a timed test: numbers depend on the machine; see docs/design.md for measured ones.
+A small script (written to a temporary folder) calls ``main(iters)``, which calls ``forward(iters)``: the
+forward of a tiny ``nn.Module`` whose loop runs ``iters`` Llama ``generate()`` calls (``pure``: a plain
+function whose loop runs call-heavy Python). Each debugger runs the script through pdb's own
+``_run(_ScriptTarget)`` (so llmpdb compiles it as ``python -m llmpdb`` does), stopped at its first line and
+fed the row's commands; every row ends at a breakpoint in ``finish()``. Rows (the issue's table):
+
+- ``modeling only``: a breakpoint in ``modeling_llama.py`` that is never reached (``repeat_kv``'s early
+  return; ``pure``: a guard in ``hot()``), set before the run;
+- ``+ running script``: and one on a never-reached line of the running script's module code;
+- ``running script only``: that one alone;
+- ``+ function on the stack``: stopped in ``main()``, a breakpoint further down ``main()`` as well;
+- ``return out of a forward``: stopped at the forward's first line, ``r``;
+- ``until past a loop``: stopped at the last line of the forward's loop, ``until``;
+- ``next over the call``: stopped at ``main``'s ``out = forward(iters)``, ``n``;
+- ``false condition in attention``: ``b modeling_llama.py:<LlamaAttention.forward's q_proj line>,
+  hidden_states.shape[0] < 0`` (``pure``: a reached line of ``hot()``, ``k < 0``).
+
+Variants run interleaved, ``--rounds`` times; a row is the median over rounds of (time / plain time of the
+same round). "arming aside" subtracts the seconds llmpdb's engine reports for arming and releasing
+(``arm_seconds``: the 3.11 ``gc`` pass, paid when breakpoints change, not per call). "floor" is plain
+Python under a global trace function that returns ``None`` at once: on 3.11, the least any delivery by
+tracing (a frame already running, ``next``/``until``/``return``) can cost. The machine this runs on may be
+shared: read single runs with care. Not a timed test.
 """
 
 from __future__ import annotations
 
 import argparse
 import bdb
-import gc
 import io
 import os
 import statistics
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -33,6 +49,8 @@ if ROOT not in sys.path:
 
 from llmpdb.base import stdlib_pdb  # noqa: E402
 from llmpdb.breakpoints import FastBreakpointsMixin, engine_kind  # noqa: E402
+
+STATE = "llmpdb_bench_state"  # the module through which the script reaches the workload
 
 
 class LlmpdbEnginePdb(FastBreakpointsMixin, stdlib_pdb.Pdb):
@@ -48,37 +66,49 @@ def _pdbpp_class():
     return pdbpp.Pdb
 
 
+SCRIPT = '''\
+import sys
+state = sys.modules["{state}"]
+
+
+def main(iters):
+    out = None  # MAIN-FIRST
+    out = state.forward(iters)  # MAIN-CALL
+    if out is None:
+        print("never")  # MAIN-NEVER
+    return out
+
+
+never = None
+result = main(state.iters)
+if never is not None:
+    print("never")  # SCRIPT-NEVER
+state.finish(result)
+'''
+
+
 # ---- workloads --------------------------------------------------------------------------------------------
 def hot(x: int, k: int) -> int:
     if k < 0:
         return -x  # BENCH-NEVER (the pure workload's never-reached breakpoint line)
-    return x * k + 1
+    return x * k + 1  # BENCH-HOT (the pure workload's false-condition line)
 
 
 def finish(result):
     return result  # BENCH-END (the end-of-workload breakpoint line)
 
 
-def pure_workload(iters: int) -> int:
-    total = 0
+def pure_forward(iters: int) -> int:
+    total = 0  # FORWARD-FIRST
     for _ in range(iters):
         for i in range(60_000):
             total += hot(i, 3) % 7
-        total += sum(map(abs, range(20_000)))
-    return finish(total)
-
-
-def _empty_workload(iters: int):
-    return finish(iters)
-
-
-def pure_next_workload(iters: int) -> int:
-    total = pure_workload(iters)
-    return total  # BENCH-NEXT-END-PURE
+        total += sum(map(abs, range(20_000)))  # FORWARD-LOOP-END
+    return total
 
 
 class Llama:
-    """A tiny random Llama (hidden 64, 2 layers, 4 heads / 2 kv heads) and its generate() call."""
+    """A tiny random Llama (hidden 64, 2 layers, 4 heads / 2 kv heads) and a module whose forward loops."""
 
     def __init__(self):
         import torch
@@ -89,22 +119,25 @@ class Llama:
         config = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
                              attn_implementation="eager")
-        self.torch = torch
-        self.model = LlamaForCausalLM(config).eval()
-        self.ids = torch.randint(0, 256, (1, 8))
+        model = LlamaForCausalLM(config).eval()
+        ids = torch.randint(0, 256, (1, 8))
+
+        class Generate(torch.nn.Module):
+            def forward(self, iters):
+                out = None  # FORWARD-FIRST
+                with torch.no_grad():
+                    for _ in range(iters):
+                        out = model.generate(ids, max_new_tokens=16, do_sample=False, pad_token_id=0)
+                        out = out[:, -1:]  # FORWARD-LOOP-END
+                return out
+
+        self.forward = Generate()
         import transformers.models.llama.modeling_llama as modeling
 
-        self.never = (modeling.__file__, _line_after(modeling.__file__, "def repeat_kv", "return hidden_states"))
-
-    def workload(self, iters: int):
-        with self.torch.no_grad():
-            for _ in range(iters):
-                out = self.model.generate(self.ids, max_new_tokens=16, do_sample=False, pad_token_id=0)
-        return finish(out)
-
-    def next_workload(self, iters: int):
-        out = self.workload(iters)
-        return out  # BENCH-NEXT-END-LLAMA
+        self.modeling = modeling.__file__
+        self.never = _line_after(self.modeling, "def repeat_kv", "return hidden_states")
+        self.attention = _line_after(self.modeling, "class LlamaAttention",
+                                     "query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)")
 
 
 def _line_after(path: str, anchor: str, text: str) -> int:
@@ -114,12 +147,48 @@ def _line_after(path: str, anchor: str, text: str) -> int:
     return next(i for i in range(start, len(lines)) if lines[i].strip() == text) + 1
 
 
-def _marker_line(marker: str) -> int:
-    with open(__file__) as handle:
+def _marker(path: str, marker: str) -> int:
+    with open(path) as handle:
         return next(i for i, line in enumerate(handle.read().splitlines(), 1) if f"# {marker}" in line)
 
 
-ARMING: list[float] = []  # seconds each llmpdb session spent arming/releasing breakpoints
+# ---- rows ------------------------------------------------------------------------------------------------
+def rows(workload: str, script: str, llama) -> list[tuple[str, list[str]]]:
+    """(row name, commands typed at the script's first stop) for every row of the table."""
+    here = os.path.abspath(__file__)
+    end = f"b {here}:{_marker(here, 'BENCH-END')}"
+    if workload == "llama":
+        never = f"b {llama.modeling}:{llama.never}"
+        attention = f"b {llama.modeling}:{llama.attention}, hidden_states.shape[0] < 0"
+    else:
+        never = f"b {here}:{_marker(here, 'BENCH-NEVER')}"
+        attention = f"b {here}:{_marker(here, 'BENCH-HOT')}, k < 0"
+    script_never = f"b {_marker(script, 'SCRIPT-NEVER')}"
+    return [
+        ("modeling only", [never, end, "c", "c"]),
+        ("+ running script", [never, script_never, end, "c", "c"]),
+        ("running script only", [script_never, end, "c", "c"]),
+        ("+ function on the stack", [f"tbreak {_marker(script, 'MAIN-FIRST')}", "c", never, script_never,
+                                     f"b {_marker(script, 'MAIN-NEVER')}", end, "c", "c"]),
+        ("return out of a forward", [f"tbreak {here}:{_first_forward_line(workload)}", "c", end, "r", "c", "c"]),
+        ("until past a loop", [f"tbreak {here}:{_loop_end_line(workload)}", "c", end, "until", "c", "c"]),
+        ("next over the call", [f"tbreak {_marker(script, 'MAIN-CALL')}", "c", end, "n", "c", "c"]),
+        ("false condition in attention", [attention, end, "c", "c"]),
+    ]
+
+
+def _first_forward_line(workload: str) -> int:
+    return _nth_marker("FORWARD-FIRST", 1 if workload == "pure" else 2)
+
+
+def _loop_end_line(workload: str) -> int:
+    return _nth_marker("FORWARD-LOOP-END", 1 if workload == "pure" else 2)
+
+
+def _nth_marker(marker: str, nth: int) -> int:
+    with open(os.path.abspath(__file__)) as handle:
+        found = [i for i, line in enumerate(handle.read().splitlines(), 1) if f"# {marker}" in line]
+    return found[nth - 1]
 
 
 # ---- running ---------------------------------------------------------------------------------------------
@@ -129,40 +198,54 @@ def _clear_breakpoints() -> None:
     bdb.Breakpoint.bpbynumber = [None]
 
 
-def run_under(cls, func, iters: int, breaks: list[tuple[str, int]], commands: list[str]) -> float:
-    """Seconds to run ``func(iters)`` under debugger ``cls`` (None: plain) fed with ``commands``."""
-    if cls is None:
-        start = time.perf_counter()
-        func(iters)
-        return time.perf_counter() - start
+def run_plain(script: str) -> float:
+    with open(script, "rb") as handle:
+        code = compile(handle.read(), script, "exec")
+    start = time.perf_counter()
+    exec(code, {"__name__": "__main__", "__file__": script})
+    return time.perf_counter() - start
+
+
+def run_floor(script: str) -> float:
+    """Seconds to run ``script`` plainly under a global trace function that returns None at once."""
+    sys.settrace(_no_trace)
+    try:
+        return run_plain(script)
+    finally:
+        sys.settrace(None)
+
+
+def _no_trace(frame, event, arg):
+    return None
+
+
+def run_under(cls, script: str, commands: list[str], arming: list[float]) -> float:
+    """Seconds to run ``script`` under debugger ``cls``, fed ``commands`` at its first stop; the seconds
+    llmpdb's engine spent arming and releasing breakpoints are appended to ``arming``."""
     _clear_breakpoints()
     out = io.StringIO()
     debugger = cls(stdin=io.StringIO("\n".join(commands) + "\n"), stdout=out, nosigint=True, readrc=False)
-    for filename, line in breaks:
-        error = debugger.set_break(filename, line)
-        if error:
-            raise SystemExit(f"cannot set breakpoint {filename}:{line}: {error}")
+    saved_main = dict(sys.modules["__main__"].__dict__)
     start = time.perf_counter()
-    debugger.runcall(func, iters)
-    elapsed = time.perf_counter() - start
-    sys.settrace(None)
-    engine = getattr(debugger, "_fb", {}).get("engine")
-    if engine is not None:
-        ARMING.append(engine.arm_seconds)
-    text = out.getvalue()
-    expected = "BENCH-NEXT-END" if "n" in commands else "BENCH-END"
-    if func is _empty_workload:
-        expected = "BENCH-END"
-    if expected not in text:
-        raise SystemExit(f"{cls.__name__} never stopped at the end of the workload:\n{text}")
-    _clear_breakpoints()
+    try:
+        debugger._run(stdlib_pdb._ScriptTarget(script))
+    finally:
+        elapsed = time.perf_counter() - start
+        sys.settrace(None)
+        sys.modules["__main__"].__dict__.clear()
+        sys.modules["__main__"].__dict__.update(saved_main)
+        _clear_breakpoints()
+    engine = debugger.__dict__.get("_fb", {}).get("engine")
+    arming.append(getattr(engine, "arm_seconds", 0.0))
+    if "BENCH-END" not in out.getvalue():
+        raise SystemExit(f"{cls.__name__} never stopped at the end of the workload ({commands}):\n{out.getvalue()}")
     return elapsed
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workload", choices=("llama", "pure"), default=None)
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--iters", type=int, default=10)
     args = parser.parse_args(argv)
     workload = args.workload
@@ -171,47 +254,48 @@ def main(argv: list[str] | None = None) -> int:
 
         have = all(importlib.util.find_spec(name) is not None for name in ("torch", "transformers"))
         workload = "llama" if have else "pure"
-    if workload == "llama":
-        llama = Llama()
-        func, next_func, never = llama.workload, llama.next_workload, llama.never
-    else:
-        func, next_func, never = pure_workload, pure_next_workload, (__file__, _marker_line("BENCH-NEVER"))
-    end = (__file__, _marker_line("BENCH-END"))
-    debuggers = [("stdlib pdb", stdlib_pdb.Pdb), ("pdb++", _pdbpp_class()), ("llmpdb engine", LlmpdbEnginePdb)]
+    llama = Llama() if workload == "llama" else None
+    state = type(sys)(STATE)
+    state.forward, state.finish, state.iters = (llama.forward if llama else pure_forward), finish, args.iters
+    sys.modules[STATE] = state
+    folder = tempfile.mkdtemp(prefix="llmpdb-bench-")
+    script = os.path.join(folder, "script.py")
+    with open(script, "w") as handle:
+        handle.write(SCRIPT.format(state=STATE))
+    debuggers = [("stdlib pdb", stdlib_pdb.Pdb), ("pdb++", _pdbpp_class()), ("llmpdb", LlmpdbEnginePdb)]
     debuggers = [(name, cls) for name, cls in debuggers if cls is not None]
-    variants = [("plain", None, func, [], [])]
-    for name, cls in debuggers:
-        variants.append((f"{name}: continue to breakpoint", cls, func, [never, end], ["c", "c"]))
-    variants.append(("plain (next workload)", None, next_func, [], []))
-    for name, cls in debuggers:
-        variants.append((f"{name}: next over the workload", cls, next_func, [never], ["n", "c"]))
+    table = rows(workload, script, llama)
     print(f"Python {sys.version.split()[0]}, workload {workload}, engine {engine_kind()}, "
-          f"{args.rounds} rounds x {args.iters} iterations")
-    print(f"never-reached breakpoint: {never[0]}:{never[1]}")
-    run_under(None, func, 1, [], [])  # warm up caches and lazy imports
-    times: dict[str, list[float]] = {name: [] for name, *_ in variants}
-    armed: dict[str, list[float]] = {name: [] for name, *_ in variants}
+          f"{args.rounds} rounds x {args.iters} iterations, interleaved; ratios to plain Python, same round")
+    run_plain(script)  # warm up caches and lazy imports
+    plain: list[float] = []
+    floor: list[float] = []
+    times = {(row, name): [] for row, _ in table for name, _ in debuggers}
+    arming = {(row, name): [] for row, _ in table for name, _ in debuggers}
     for _ in range(args.rounds):
-        for name, cls, target, breaks, commands in variants:
-            ARMING.clear()
-            times[name].append(run_under(cls, target, args.iters, breaks, commands))
-            armed[name].append(sum(ARMING))
-    fixed = [run_under(LlmpdbEnginePdb, _empty_workload, 0, [never, end], ["c", "c"]) for _ in range(3)]
-    print(f"llmpdb engine fixed cost per session (arm + release, empty workload): "
-          f"{statistics.median(fixed) * 1000:.0f} ms; {len(gc.get_objects())} objects tracked by gc")
-    plain = times["plain"]
-    plain_next = times["plain (next workload)"]
-    print(f"{'variant':44} {'median s':>9} {'x plain':>8} {'arming s':>9} {'x plain, arming aside':>22}")
-    for name, *_ in variants:
-        base = plain_next if "next" in name else plain
-        ratio = statistics.median(t / b for t, b in zip(times[name], base))
-        line = f"{name:44} {statistics.median(times[name]):9.3f} {ratio:8.2f}"
-        if any(armed[name]):
-            steady = statistics.median((t - a) / b for t, a, b in zip(times[name], armed[name], base))
-            line += f" {statistics.median(armed[name]):9.3f} {steady:22.2f}"
-        print(line)
+        plain.append(run_plain(script))
+        floor.append(run_floor(script))
+        for row, commands in table:
+            for name, cls in debuggers:
+                times[row, name].append(run_under(cls, script, commands, arming[row, name]))
+        plain.append(run_plain(script))
+    base = [statistics.mean(plain[i:i + 2]) for i in range(0, len(plain), 2)]
+    print(f"plain: median {statistics.median(plain):.3f} s; floor (a global trace function returning None): "
+          f"{statistics.median(f / b for f, b in zip(floor, base)):.2f}")
+    print("| setup | " + " | ".join(name for name, _ in debuggers) + " | llmpdb, arming aside | llmpdb arming s |")
+    print("| --- | " + " | ".join("---" for _ in debuggers) + " | --- | --- |")
+    for row, _ in table:
+        ratios = [statistics.median(t / b for t, b in zip(times[row, name], base)) for name, _ in debuggers]
+        ours = times[row, "llmpdb"], arming[row, "llmpdb"]
+        steady = statistics.median((t - a) / b for t, a, b in zip(*ours, base))
+        print(f"| {row} | " + " | ".join(f"{r:.2f}" for r in ratios)
+              + f" | {steady:.2f} | {statistics.median(ours[1]):.2f} |")
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # pdb's _run clears __main__: run from an imported copy of this module, whose globals survive
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import run_to_breakpoint
+
+    raise SystemExit(run_to_breakpoint.main())

@@ -20,7 +20,7 @@ import shutil
 import sys
 
 from .base import BASE_NAME, BasePdb
-from .breakpoints import FastBreakpointsMixin
+from .breakpoints import FastBreakpointsMixin, SafeInterruptMixin
 from .commands import COMMAND_MIXINS
 from .commands._command import CommandError
 from .distributed import DistributedMixin, rank_suffix
@@ -247,7 +247,8 @@ class _LlmpdbCore:
 
 def _build_class() -> type:
     """``LLMPDB_FAST_BREAKPOINTS=0`` leaves out the fast breakpoint engine: pdb's own tracing then runs."""
-    engine = () if os.environ.get("LLMPDB_FAST_BREAKPOINTS", "1") == "0" else (FastBreakpointsMixin,)
+    engine = ((SafeInterruptMixin,) if os.environ.get("LLMPDB_FAST_BREAKPOINTS", "1") == "0"
+              else (FastBreakpointsMixin,))
     bases = (DistributedMixin, *COMMAND_MIXINS, *engine, SteppingMixin, RecursiveDebugMixin, RestartMixin,
              ThreadGateMixin, HeadlessPolicyMixin, HeadlessMixin, _LlmpdbCore, BasePdb)
     return type("Pdb", bases, {"__module__": __name__, "__qualname__": "LlmpdbPdb",

@@ -94,9 +94,14 @@ def _decode(code: CodeType) -> tuple[list[_Ins], dict[int, int]]:
     return instrs, index_at
 
 
-def _hook_block(hook_index: int) -> list[_Ins]:
-    return [_Ins(_OP["PUSH_NULL"], 0, None), _Ins(_OP["LOAD_CONST"], hook_index, None),
-            _Ins(_OP["PRECALL"], 0, None), _Ins(_OP["CALL"], 0, None), _Ins(_OP["POP_TOP"], 0, None)]
+def _hook_block(hook_index: int, guard_index: int | None = None, after: _Ins | None = None) -> list[_Ins]:
+    block = [_Ins(_OP["PUSH_NULL"], 0, None), _Ins(_OP["LOAD_CONST"], hook_index, None),
+             _Ins(_OP["PRECALL"], 0, None), _Ins(_OP["CALL"], 0, None), _Ins(_OP["POP_TOP"], 0, None)]
+    if guard_index is None:
+        return block
+    skip = _Ins(_OP["POP_JUMP_FORWARD_IF_FALSE"], 0, None)  # an empty flag list: the line is not armed
+    skip.target = after
+    return [_Ins(_OP["LOAD_CONST"], guard_index, None), skip] + block
 
 
 def _ext_count(arg: int) -> int:
@@ -236,9 +241,14 @@ def rebuild(code: CodeType) -> CodeType | None:
     return instrument(code, frozenset(), None, force=True)
 
 
-def instrument(code: CodeType, lines: frozenset[int], hook: Any, force: bool = False) -> CodeType | None:
+def instrument(code: CodeType, lines: frozenset[int], hook: Any, force: bool = False,
+               guards: dict[int, list] | None = None) -> CodeType | None:
     """A copy of ``code`` calling ``hook()`` right before each line event of ``lines``; ``code`` itself when
-    no such event can happen; None when the code cannot be re-assembled (Python version, unusual jumps)."""
+    no such event can happen; None when the code cannot be re-assembled (Python version, unusual jumps).
+
+    With ``guards`` (line -> a list object, for every line of ``lines``), each hook first tests its line's
+    list (``LOAD_CONST flag; POP_JUMP_FORWARD_IF_FALSE``): an empty list skips the call, so lines are armed
+    and disarmed later by filling and emptying the lists, without compiling again."""
     if not SUPPORTED:
         return None
     instrs, index_at = _decode(code)
@@ -247,6 +257,10 @@ def instrument(code: CodeType, lines: frozenset[int], hook: Any, force: bool = F
         return None
     hook_index = len(code.co_consts)
     consts = code.co_consts + ((hook,) if hook is not None else ())
+    guard_at: dict[int, int] = {}
+    for line in sorted(guards or ()):
+        guard_at[line] = len(consts)
+        consts += (guards[line],)
     sources: dict[int, list[_Ins]] = {}
     for ins in instrs:
         if ins.target is not None:
@@ -268,7 +282,7 @@ def instrument(code: CodeType, lines: frozenset[int], hook: Any, force: bool = F
         fires = fires or ins.old_start in handler_targets or ins.old_off in handler_targets
         if not fires:
             continue
-        block = _hook_block(hook_index)
+        block = _hook_block(hook_index, guard_at.get(ins.line), ins)
         hooked[id(ins)] = block[0]
         if falls:
             inline_blocks[id(ins)] = block

@@ -13,8 +13,12 @@ from __future__ import annotations
 from inspect import CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR
 from types import CodeType
 
-__all__ = ["EngineBase", "code_breakpoint_lines", "ALL_LINES", "INVISIBLE_CODE_IDS", "GENERATOR_FLAGS",
+__all__ = ["EngineBase", "code_breakpoint_lines", "identity", "ALL_LINES", "INVISIBLE_CODE_IDS", "GENERATOR_FLAGS",
            "STOCK", "CONTINUE", "WATCH", "OFF"]
+
+identity = object.__hash__
+"""``identity(obj)``: a key unique among live objects, like ``id(obj)``, but without the ``builtins.id`` audit
+event that ``id()`` raises (one Python audit-hook call each, on hot paths, once any audit hook is installed)."""
 
 GENERATOR_FLAGS = CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR
 
@@ -49,6 +53,18 @@ class EngineBase:
     A subclass sets ``self.pdb``, ``self.breaks`` (canonic file -> lines), ``self.code_lines`` and
     ``self.problems`` in its ``__init__`` and implements ``deactivate``."""
 
+    def resume_quickly(self, mode: str, frame) -> bool:
+        """Whether the engine can go on as armed after an event pdb did not stop at: same mode, the same
+        breakpoint snapshot (``fb_breakpoint_lines`` returns one object until breakpoints change) and the
+        same watched frames as at the last ``activate``; False means ``activate`` must plan."""
+        key = self.key
+        pdb = self.pdb
+        if key is None or key[0] != mode or pdb.fb_breakpoint_lines() is not self.breaks:
+            return False
+        return mode != WATCH or (pdb.stopframe is self.watch_seen[0] and pdb.returnframe is self.watch_seen[1])
+
+    watch_seen: tuple = (None, None)  # (stopframe, returnframe) at the last ``activate`` in WATCH mode
+
     def take_problems(self) -> list[str]:
         """Problems met while arming (reported once by the debugger), then forgotten."""
         problems, self.problems = self.problems, []
@@ -60,10 +76,10 @@ class EngineBase:
 
     def lines_for(self, code) -> frozenset[int]:
         """Breakpoint lines inside ``code`` (cached per code object; ``ALL_LINES`` for a function breakpoint)."""
-        entry = self.code_lines.get(id(code))
+        entry = self.code_lines.get(identity(code))
         if entry is not None and entry[0] is code:
             return entry[1]
         file_lines = self.breaks.get(self.pdb.canonic(code.co_filename))
         lines = code_breakpoint_lines(code, file_lines) if file_lines else frozenset()
-        self.code_lines[id(code)] = (code, lines)
+        self.code_lines[identity(code)] = (code, lines)
         return lines

@@ -3,14 +3,16 @@
 Usage: created by ``FastBreakpointsMixin`` on 3.11 (``llmpdb.breakpoints.mixin``); same interface as
 ``TraceEngine`` plus ``close()``, which puts every function's original code back.
 
-Arming (when the set of breakpoints changes): one ``gc`` pass finds the function objects of files holding
-breakpoints; each whose code (or a nested code object) holds a breakpoint line gets a copy compiled with
-hooks (``bytecode.instrument``) as its ``__code__``; modules of those files imported later get
-hooked code from their loader. At run time a hook installs a one-shot trace function on its own frame;
-the interpreter then reports a genuine line event, pdb decides as usual, and the trace function is
-removed again. The lean trace engine (``TraceEngine``) still runs where hooks cannot reach: ``next``/
-``until``/``return`` (the watched frame is already running), frames and suspended generators that were
-already running the original code when a breakpoint was set, and code the assembler refuses.
+Arming (when the set of breakpoints changes): the flags of the guarded script (``guards``: ``python -m
+llmpdb`` compiles it with a guarded hook on every line) are set; for every other file, one ``gc`` pass finds
+the function objects of files holding breakpoints; each whose code (or a nested code object) holds a
+breakpoint line gets a copy compiled with hooks (``bytecode.instrument``) as its ``__code__``; modules of
+those files imported later get hooked code from their loader. At run time a hook installs a one-shot trace
+function on its own frame; the interpreter then reports a genuine line event, pdb decides as usual, and the
+trace function is removed again. The lean trace engine (``TraceEngine``) still runs where hooks cannot
+reach: ``next``/ ``until``/``return`` (the watched frame is already running), frames and suspended
+generators that were already running the original code when a breakpoint was set, and code the assembler
+refuses.
 """
 
 from __future__ import annotations
@@ -23,14 +25,16 @@ import types
 import weakref
 from typing import Any
 
-from .engine import ALL_LINES, WATCH, code_breakpoint_lines
+from .engine import ALL_LINES, CONTINUE, INVISIBLE_CODE_IDS, WATCH, code_breakpoint_lines, identity
 from .bytecode import first_line, may_reach
+from .guards import GUARDED, arm_guards, covers, is_guarded
+from .interrupt import register_delivery
 from .trace import TraceEngine
 from .patching import LOADERS as _LOADERS
 from .patching import REGISTRY as _REGISTRY
 from .patching import hooked_tree as _hooked_tree
 from .patching import code_tree, dynamo_loaded, dynamo_wrapped_code, install_audit_hook, is_dynamo_file
-from .patching import restore_all
+from .patching import AUDIT_SINK, restore_all
 
 __all__ = ["HookEngine"]
 
@@ -57,11 +61,14 @@ class HookEngine(TraceEngine):
 
     # ---- arming ----------------------------------------------------------------------------------------
     def hook_lines(self, code: types.CodeType) -> frozenset[int]:
-        """The lines of ``code`` that get hooks: its breakpoint lines, or its first line for ``b function``."""
+        """The lines of ``code`` that get hooks: its breakpoint lines, or its first line for ``b function``
+        (none for guarded code: its guards are armed instead)."""
+        if GUARDED and is_guarded(code):
+            return _EMPTY
         file_lines = self.hook_breaks.get(self.pdb.canonic(code.co_filename))
         if not file_lines:
             return _EMPTY
-        if self.dynamo_codes and self.dynamo_codes.get(id(code)) is code:
+        if self.dynamo_codes and self.dynamo_codes.get(identity(code)) is code:
             return _EMPTY  # dynamo would read the hook constant and fail: the trace engine covers it
         lines = code_breakpoint_lines(code, file_lines)
         if lines is ALL_LINES:
@@ -87,8 +94,8 @@ class HookEngine(TraceEngine):
         return may_reach(code, frame.f_lasti, own, own is ALL_LINES, nested)
 
     def lines_for(self, code) -> frozenset[int]:
-        entry = _REGISTRY.hooked.get(id(code))
-        if entry is not None and entry[0] is code:
+        entry = _REGISTRY.hooked.get(identity(code))
+        if (entry is not None and entry[0] is code) or (GUARDED and is_guarded(code)):
             return _EMPTY  # its hooks report the breakpoint lines
         return super().lines_for(code)
 
@@ -111,7 +118,7 @@ class HookEngine(TraceEngine):
         if canonic not in self.hook_breaks:
             return
         if code is not None:
-            entry = _REGISTRY.hooked.get(id(code))
+            entry = _REGISTRY.hooked.get(identity(code))
             if (entry is not None and entry[0] is code) or not self._tree_has_lines(code):
                 return
         if canonic not in self.pending:
@@ -140,28 +147,42 @@ class HookEngine(TraceEngine):
         self.pending = set()
         self.tried_late = {}
         self.dynamo_codes = {}
-        if breaks:
-            canonic = self.pdb.canonic
+        canonic = self.pdb.canonic
+        arm_guards(breaks, canonic)
+        scan = {name: lines for name, lines in breaks.items() if not covers(name, canonic)}
+        if scan:  # files whose functions may run unguarded code: find and hook them (one gc pass)
             memo: dict = {}
-            in_breaks: dict[str, bool] = {}  # raw co_filename -> holds breakpoints
+            kind_of: dict[str, int] = {}  # raw co_filename -> 1: holds breakpoints, 2: torch._dynamo, 0: neither
             function_type = types.FunctionType
-            objects = [o for o in gc.get_objects() if type(o) in _SCANNED_TYPES]
-            if dynamo_loaded():
-                self._find_dynamo_code(objects, breaks)
-            for obj in objects:
-                code = obj.__code__ if type(obj) is function_type else _code_of(obj)
-                raw = code.co_filename
-                wanted = in_breaks.get(raw)
-                if wanted is None:
-                    wanted = in_breaks[raw] = canonic(raw) in breaks
-                if not wanted:
+            dynamo = dynamo_loaded()
+            found, wrappers = [], []
+            for obj in gc.get_objects():  # reading ``__code__`` is audited on 3.11: once per function
+                kind = type(obj)
+                if kind is function_type:
+                    code = obj.__code__
+                elif kind in _SCANNED_TYPES:
+                    code = _code_of(obj)
+                else:
                     continue
+                raw = code.co_filename
+                file_kind = kind_of.get(raw)
+                if file_kind is None:
+                    file_kind = 1 if canonic(raw) in scan else 2 if dynamo and is_dynamo_file(raw) else 0
+                    kind_of[raw] = file_kind
+                if file_kind == 1:
+                    found.append((obj, code))
+                elif file_kind == 2 and kind is function_type:
+                    wrappers.append(obj)
+            if wrappers:
+                self._find_dynamo_code(wrappers, scan)
+            for obj, code in found:
                 if type(obj) is function_type:
                     hooked = _hooked_tree(code, self.hook_lines, memo, self.problems)
                     if hooked is not None:
                         _REGISTRY.patch(obj, hooked)
                 elif _frame_of(obj) is not None:
                     self.suspended.append(weakref.ref(obj))
+        if breaks:
             _LOADERS.install()
             install_audit_hook()
         else:
@@ -169,7 +190,7 @@ class HookEngine(TraceEngine):
         self.old_frames = []
         walk = frame
         while walk is not None:
-            if id(walk.f_code) not in _REGISTRY.hooked and self._may_run_breakpoint_code(walk):
+            if identity(walk.f_code) not in _REGISTRY.hooked and self._may_run_breakpoint_code(walk):
                 self.old_frames.append(walk)
             walk = walk.f_back
         self.problems_seen = bool(self.problems) or self.problems_seen
@@ -185,8 +206,8 @@ class HookEngine(TraceEngine):
             if wrapped is None or self.pdb.canonic(wrapped.co_filename) not in breaks:
                 continue
             for code in code_tree(wrapped):
-                self.dynamo_codes[id(code)] = code
-                self.tried_late[id(code)] = code
+                self.dynamo_codes[identity(code)] = code
+                self.tried_late[identity(code)] = code
             self._say_dynamo(wrapped)
 
     def _say_dynamo(self, code: types.CodeType) -> None:
@@ -205,13 +226,13 @@ class HookEngine(TraceEngine):
 
     def _hook_late(self, code: types.CodeType, frame=None) -> None:
         """Original code holding breakpoint lines is being called: hook its functions for the next calls."""
-        if id(code) in self.tried_late and self.tried_late[id(code)] is code:
+        if identity(code) in self.tried_late and self.tried_late[identity(code)] is code:
             return  # once per code object: it could not be hooked, or its functions were hooked already
-        self.tried_late[id(code)] = code
+        self.tried_late[identity(code)] = code
         if dynamo_loaded() and _called_by_dynamo(frame):
             for nested in code_tree(code):  # torch.compile runs it: dynamo must never read a hook
-                self.dynamo_codes[id(nested)] = nested
-                self.tried_late[id(nested)] = nested
+                self.dynamo_codes[identity(nested)] = nested
+                self.tried_late[identity(nested)] = nested
             self._say_dynamo(code)
             return
         hooked = _hooked_tree(code, self.hook_lines, {}, self.problems)
@@ -233,9 +254,9 @@ class HookEngine(TraceEngine):
             live = set()
             walk = frame
             while walk is not None:
-                live.add(id(walk))
+                live.add(identity(walk))
                 walk = walk.f_back
-            self.old_frames = [f for f in self.old_frames if id(f) in live]
+            self.old_frames = [f for f in self.old_frames if identity(f) in live]
         return self._still_needed()
 
     def _local_for(self, frame):
@@ -245,13 +266,15 @@ class HookEngine(TraceEngine):
         return local
 
     def activate(self, mode: str, frame):
+        AUDIT_SINK.forget()
         breaks = self.pdb.fb_breakpoint_lines()
-        if (breaks != self.hook_breaks or self.generation != _REGISTRY.generation
+        if ((breaks is not self.hook_breaks and breaks != self.hook_breaks) or self.generation != _REGISTRY.generation
                 or _REGISTRY.active is not self):
             if _REGISTRY.active is not None and _REGISTRY.active is not self:
                 _REGISTRY.active.armed = False
             _REGISTRY.active = self
             self._rearm(breaks, frame)
+        self.hook_breaks = breaks  # the same snapshot object: ``resume_quickly`` compares identities
         self.armed = True
         self.mode = mode
         self.thread = threading.get_ident()
@@ -262,6 +285,25 @@ class HookEngine(TraceEngine):
             return super().activate(mode, frame)
         self._trace_off(frame)
         return None
+
+    def resume_quickly(self, mode: str, frame) -> bool:
+        """After a hooked line pdb did not stop at (a false condition), when nothing changed since arming:
+        drop the one-shot trace and go on (True); else False and ``activate`` plans from scratch."""
+        if (mode != self.mode or not self.armed or self.pdb.fb_breakpoint_lines() is not self.hook_breaks
+                or self.generation != _REGISTRY.generation or _REGISTRY.active is not self):
+            return False
+        if self.active:  # the lean trace function runs (``next``, running frames): its own test
+            return TraceEngine.resume_quickly(self, mode, frame)
+        if mode != CONTINUE:
+            return False
+        if frame is not None and frame.f_trace == self._hook_local:
+            frame.f_trace = None
+        trace = sys.gettrace()
+        if trace == self._hook_global:
+            sys.settrace(None)
+        elif trace is not None:
+            return False
+        return True
 
     def _trace_off(self, frame) -> None:
         if self.active:
@@ -291,6 +333,7 @@ class HookEngine(TraceEngine):
             restore_all()
             self.arm_seconds += time.perf_counter() - started
         self.hook_breaks = {}
+        arm_guards({}, self.pdb.canonic)
         self.dynamo_codes = {}
         self.old_frames = []
         self.suspended = []
@@ -306,11 +349,15 @@ class HookEngine(TraceEngine):
         """A hook ran in ``frame``: make the coming line event reach pdb through a one-shot trace function."""
         if not self.armed or self.state["depth"] or threading.get_ident() != self.thread:
             return
-        if frame.f_trace is not None and not getattr(frame.f_trace, "llmpdb_exceptions_only", False):
-            return  # already traced (a watched frame): its trace function sees the line event
-        frame.f_trace, frame.f_trace_lines = self._hook_local, True  # an exceptions-only `catch` frame too
-        if sys.gettrace() is None:
-            sys.settrace(self._hook_global)
+        current = frame.f_trace
+        exceptions_only = current is not None and getattr(current, "llmpdb_exceptions_only", False)
+        if sys.gettrace() is None:  # a trace function left on the frame gets no events then: replace it
+            if self.armed:  # False when a Ctrl-C was handled right after gettrace(): pdb's trace stands
+                frame.f_trace, frame.f_trace_lines = self._hook_local, True
+                sys.settrace(self._hook_global)
+        elif current is None or exceptions_only:  # an exceptions-only `catch` frame too
+            frame.f_trace, frame.f_trace_lines = self._hook_local, True
+        # else already traced (a watched frame): its trace function sees the line event
 
     def _hook_global(self, frame, event, arg):
         return None
@@ -321,19 +368,22 @@ class HookEngine(TraceEngine):
     def _hook_local(self, frame, event, arg):
         if event == "line" and self.armed and not self.state["depth"]:
             return self.pdb.fb_deliver(frame, event, arg)
-        frame.f_trace = None
+        if frame.f_trace == self._hook_local:  # not pdb's, installed by a Ctrl-C meanwhile (``interrupt``)
+            frame.f_trace = None
         if sys.gettrace() == self._hook_global:
             sys.settrace(None)
         return None
 
     def _global(self, frame, event, arg):
-        result = super()._global(frame, event, arg)
-        if result is not None and self.armed:
-            code = frame.f_code
-            if id(code) not in _REGISTRY.hooked:  # first call of original breakpoint code: hook the rest
-                self._hook_late(code, frame)
-                self.old_frames.append(frame)
-        return result
+        code = frame.f_code  # one Python frame per call: TraceEngine._global inlined
+        entry = self.code_lines.get(identity(code))
+        lines = entry[1] if entry is not None and entry[0] is code else self.lines_for(code)
+        if not lines or self.state["depth"] or threading.get_ident() != self.thread:
+            return None
+        if self.armed and identity(code) not in _REGISTRY.hooked:  # first call of original breakpoint code
+            self._hook_late(code, frame)  # hook its functions for the next calls
+            self.old_frames.append(frame)
+        return self._local
 
     def _local(self, frame, event, arg):
         result = super()._local(frame, event, arg)
@@ -342,6 +392,11 @@ class HookEngine(TraceEngine):
             if self.old_frames == [] and not self._still_needed():
                 self._trace_off(None)
         return result
+
+
+INVISIBLE_CODE_IDS.add(identity(HookEngine.hit.__code__))  # ``step`` onto a hooked line never enters it
+register_delivery(HookEngine._global, HookEngine._local, HookEngine._hook_local, HookEngine._hook_global,
+                  HookEngine._calls_untraced, HookEngine.hit)
 
 
 def _called_by_dynamo(frame) -> bool:

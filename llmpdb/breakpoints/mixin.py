@@ -26,7 +26,8 @@ import sys
 from types import FrameType
 from typing import Any
 
-from .engine import CONTINUE, GENERATOR_FLAGS, INVISIBLE_CODE_IDS, OFF, STOCK, WATCH
+from .engine import CONTINUE, GENERATOR_FLAGS, INVISIBLE_CODE_IDS, OFF, STOCK, WATCH, identity
+from .interrupt import SafeInterruptMixin, register_delivery
 
 __all__ = ["FastBreakpointsMixin", "engine_kind"]
 
@@ -59,7 +60,7 @@ def _new_engine(pdb: Any):
     return TraceEngine(pdb)
 
 
-class FastBreakpointsMixin:
+class FastBreakpointsMixin(SafeInterruptMixin):
     """Mixin for a ``bdb.Bdb`` subclass (``pdb.Pdb``, pdb++): the same pdb, without a global trace while
     continuing to breakpoints or stepping over a call with ``next``.
 
@@ -74,7 +75,8 @@ class FastBreakpointsMixin:
     def _fb_state(self) -> dict:
         state = self.__dict__.get("_fb")
         if state is None:
-            state = {"engine": None, "depth": 0, "mode": STOCK, "stock_off": False, "traced": []}
+            state = {"engine": None, "depth": 0, "mode": STOCK, "stock_off": False, "traced": [], "breaks_gen": 0,
+                     "lines": None}
             self.__dict__["_fb"] = state
         return state
 
@@ -128,12 +130,19 @@ class FastBreakpointsMixin:
         return tuple(frames)
 
     def fb_breakpoint_lines(self) -> dict[str, frozenset[int]]:
-        """Snapshot of ``self.breaks`` as ``{canonic filename: frozenset(lines)}``."""
-        return {filename: frozenset(lines) for filename, lines in self.breaks.items() if lines}
+        """Snapshot of ``self.breaks`` as ``{canonic filename: frozenset(lines)}`` (the same object until
+        ``set_break``/``clear_*``/``reset`` run: engines compare it after every event)."""
+        state = self._fb_state()
+        cached = state["lines"]
+        if cached is not None and cached[0] == state["breaks_gen"]:
+            return cached[1]
+        lines = {filename: frozenset(lines) for filename, lines in self.breaks.items() if lines}
+        state["lines"] = (state["breaks_gen"], lines)
+        return lines
 
     # ---- event delivery -------------------------------------------------------------------------------
     def trace_dispatch(self, frame, event, arg):
-        if id(frame.f_code) in INVISIBLE_CODE_IDS:
+        if identity(frame.f_code) in INVISIBLE_CODE_IDS:
             return None  # the engine's own hook function: pdb never stops in it
         state = self._fb_state()
         state["depth"] += 1
@@ -150,27 +159,54 @@ class FastBreakpointsMixin:
     def fb_deliver(self, frame: FrameType, event: str, arg: Any):
         """Engine entry: hand one event to pdb's own ``trace_dispatch``, then re-plan the engine.
 
-        Returns the local trace function the frame should get (trace engine), or None."""
+        Returns the local trace function the frame should get (trace engine), or None. An event of a watched
+        frame after which pdb waits for exactly what it waited for before (the same stop state, breakpoints
+        and trace function) leaves the plan as it is, without asking the engine."""
         state = self._fb_state()
         local = _KEEP
         traced = state["traced"]
-        if all(frame is not f for f in traced):
+        for seen in traced:
+            if seen is frame:
+                break
+        else:
             traced.append(frame)  # pdb would have traced a frame it got events from
+        watching = state["mode"] == WATCH and (frame is self.stopframe or frame is self.returnframe)
+        if watching:
+            before = (self.stopframe, self.returnframe, self.stoplineno, self.quitting, state["breaks_gen"],
+                      self.llmpdb_interrupts, sys.gettrace())
         state["depth"] += 1
         try:
             super().trace_dispatch(frame, event, arg)
         finally:
             state["depth"] -= 1
             if state["depth"] == 0:
-                local = self.fb_sync(frame)
+                if watching and state["mode"] == WATCH and before == (
+                        self.stopframe, self.returnframe, self.stoplineno, self.quitting, state["breaks_gen"],
+                        self.llmpdb_interrupts, sys.gettrace()):
+                    local = None
+                else:
+                    local = self.fb_sync(frame)
         return None if local is _KEEP else local
 
     def fb_sync(self, frame: FrameType | None):
         """Make the event machinery match what pdb waits for now; ``frame`` is where the last event was.
 
-        Returns the local trace function for ``frame`` (``_KEEP`` when pdb's own return value stands)."""
+        Returns the local trace function for ``frame`` (``_KEEP`` when pdb's own return value stands).
+        A Ctrl-C handled meanwhile (``interrupt``) changed what pdb waits for: plan again."""
+        while True:
+            seen = self.llmpdb_interrupts
+            local = self._fb_sync_once(frame)
+            if self.llmpdb_interrupts == seen:
+                return local
+
+    def _fb_sync_once(self, frame: FrameType | None):
         state = self._fb_state()
         wanted = self._fb_wanted_mode()
+        if wanted == state["mode"] and state["stock_off"] and state["engine"] is not None:
+            if state["engine"].resume_quickly(wanted, frame):
+                if len(state["traced"]) > 8:  # frames that got events: forget those that finished
+                    self._fb_prune_traced(frame)
+                return None
         engine = self._fb_engine() if wanted in (CONTINUE, WATCH) else state["engine"]
         previous = state["mode"]
         state["mode"] = wanted
@@ -178,7 +214,7 @@ class FastBreakpointsMixin:
             if not state["stock_off"] or self._fb_is_stock_trace(sys.gettrace()):
                 self._fb_stock_off(frame)
                 state["stock_off"] = True
-            else:
+            elif len(state["traced"]) > 8:  # now and then, not at every false condition: it walks the stack
                 self._fb_prune_traced(frame)
             local = engine.activate(wanted, frame)
             for problem in engine.take_problems():
@@ -228,9 +264,9 @@ class FastBreakpointsMixin:
         live = set()
         walk = frame
         while walk is not None:
-            live.add(id(walk))
+            live.add(identity(walk))
             walk = walk.f_back
-        traced[:] = [f for f in traced if id(f) in live]
+        traced[:] = [f for f in traced if identity(f) in live]
 
     def _fb_stock_on(self, frame: FrameType | None):
         """Give control back to pdb's ``sys.settrace`` machinery.
@@ -257,6 +293,7 @@ class FastBreakpointsMixin:
     # ---- bdb methods that change what must be delivered ------------------------------------------------
     def _fb_breaks_changed(self) -> None:
         state = self._fb_state()
+        state["breaks_gen"] += 1
         if state["depth"] == 0 and state["mode"] in (CONTINUE, WATCH) and state["engine"] is not None:
             state["engine"].refresh()  # changed from outside a stop, e.g. another thread or an API call
 
@@ -293,6 +330,7 @@ class FastBreakpointsMixin:
     def reset(self):
         super().reset()
         state = self._fb_state()
+        state["breaks_gen"] += 1
         if state["depth"] == 0 and state["mode"] != STOCK:
             # a new session (``set_trace`` at the next ``breakpoint()``): stop delivering, keep what was
             # armed (3.11 hooks stay compiled in, idle) so that the next ``continue`` re-arms cheaply
@@ -303,6 +341,15 @@ class FastBreakpointsMixin:
             state["traced"].clear()
 
     # ---- runs that end: release the engine with pdb's trace function --------------------------------
+    def _run(self, target):
+        """``python -m llmpdb script.py``: on 3.11 the script is compiled with guarded hooks (``guards``)."""
+        if (self.fast_breakpoints_enabled and type(target).__name__ == "_ScriptTarget" and isinstance(target, str)
+                and engine_kind() == "hooks"):
+            from .guards import GuardedScript
+
+            target = GuardedScript(target)
+        return super()._run(target)
+
     def run(self, *args, **kwargs):
         try:
             return super().run(*args, **kwargs)
@@ -320,6 +367,9 @@ class FastBreakpointsMixin:
             return super().runcall(*args, **kwargs)
         finally:
             self.fast_breakpoints_close()
+
+
+register_delivery(FastBreakpointsMixin.trace_dispatch, FastBreakpointsMixin.fb_deliver)
 
 
 class _Keep:

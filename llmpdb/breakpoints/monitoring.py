@@ -23,7 +23,8 @@ import sys
 import threading
 from typing import Any
 
-from .engine import ALL_LINES, WATCH, EngineBase
+from .engine import ALL_LINES, WATCH, EngineBase, identity
+from .interrupt import register_delivery
 
 __all__ = ["MonitoringEngine", "free_tool_id_available", "TOOL_NAME", "TOOL_IDS"]
 
@@ -55,8 +56,8 @@ class MonitoringEngine(EngineBase):
         self.tool: int | None = None
         self.thread = threading.get_ident()
         self.breaks: dict[str, frozenset[int]] = {}
-        self.code_lines: dict[int, tuple[Any, frozenset[int]]] = {}  # id(code) -> (code, lines)
-        self.local: dict[int, tuple[Any, int]] = {}  # id(code) -> (code, events enabled)
+        self.code_lines: dict[int, tuple[Any, frozenset[int]]] = {}  # identity(code) -> (code, lines)
+        self.local: dict[int, tuple[Any, int]] = {}  # identity(code) -> (code, events enabled)
         self.line_maps: dict[int, tuple[Any, dict[int, int]]] = {}
         self.watched: tuple = ()
         self.watched_codes: set[int] = set()
@@ -84,18 +85,18 @@ class MonitoringEngine(EngineBase):
         register(self.tool, _E.PY_UNWIND, self._on_unwind)
 
     def _set_local(self, code, events: int) -> None:
-        entry = self.local.get(id(code))
+        entry = self.local.get(identity(code))
         if entry is not None and entry[0] is code and entry[1] == events:
             return
         _MON.set_local_events(self.tool, code, events)
         if events:
-            self.local[id(code)] = (code, events)
+            self.local[identity(code)] = (code, events)
         else:
-            self.local.pop(id(code), None)
+            self.local.pop(identity(code), None)
 
     def _wanted_local(self, code) -> int:
         events = _BP_EVENTS if self.lines_for(code) else 0
-        if id(code) in self.watched_codes:
+        if identity(code) in self.watched_codes:
             events |= _WATCH_EVENTS
         return events
 
@@ -104,16 +105,18 @@ class MonitoringEngine(EngineBase):
         pdb = self.pdb
         breaks = pdb.fb_breakpoint_lines()
         watched = pdb.fb_watched_frames() if mode == WATCH else ()
-        key = (mode, tuple(id(f) for f in watched))
+        key = (mode, tuple(identity(f) for f in watched))
+        self.watch_seen = (pdb.stopframe, pdb.returnframe)
         if self.tool is not None and key == self.key and breaks == self.breaks:
+            self.breaks = breaks  # the same snapshot object: ``resume_quickly`` compares identities
             return None
         restart = self.tool is None or breaks != self.breaks
         if self.tool is None:
             self._acquire()
         if breaks != self.breaks:
-            self.breaks = breaks
             self.code_lines.clear()
-        new_codes = {id(f.f_code) for f in watched}
+        self.breaks = breaks
+        new_codes = {identity(f.f_code) for f in watched}
         restart = restart or bool(new_codes - self.watched_codes)
         self.watched, self.watched_codes, self.key = watched, new_codes, key
         self.thread = threading.get_ident()
@@ -131,6 +134,9 @@ class MonitoringEngine(EngineBase):
         if restart:
             _MON.restart_events()
         return None
+
+    def resume_quickly(self, mode: str, frame) -> bool:
+        return self.tool is not None and EngineBase.resume_quickly(self, mode, frame)
 
     def refresh(self) -> None:
         """Breakpoints changed while running: re-arm with the debugged thread's current stack."""
@@ -177,7 +183,7 @@ class MonitoringEngine(EngineBase):
     def _line_event(self, code, line: int, frame):
         if self.state["depth"]:
             return None  # pdb is interacting (``debug`` runs code with events on again): as pdb, ignore
-        if id(code) in self.watched_codes and self._watched_frame(frame):
+        if identity(code) in self.watched_codes and self._watched_frame(frame):
             self.pdb.fb_deliver(frame, "line", None)
             return None
         lines = self.lines_for(code)
@@ -185,7 +191,7 @@ class MonitoringEngine(EngineBase):
             if threading.get_ident() == self.thread:
                 self.pdb.fb_deliver(frame, "line", None)
             return None
-        if id(code) in self.watched_codes or lines is ALL_LINES:
+        if identity(code) in self.watched_codes or lines is ALL_LINES:
             return None
         return _DISABLE
 
@@ -195,14 +201,14 @@ class MonitoringEngine(EngineBase):
         return self._line_event(code, line, sys._getframe(1))
 
     def _line_at(self, code, offset: int):
-        entry = self.line_maps.get(id(code))
+        entry = self.line_maps.get(identity(code))
         if entry is None or entry[0] is not code:
             mapping = {}
             for start, end, line in code.co_lines():
                 for at in range(start, end, 2):
                     mapping[at] = line
             entry = (code, mapping)
-            self.line_maps[id(code)] = entry
+            self.line_maps[identity(code)] = entry
         return entry[1].get(offset)
 
     def _on_jump(self, code, source, target):
@@ -230,3 +236,7 @@ class MonitoringEngine(EngineBase):
         if self.tool is not None and not self.state["depth"] and self._watched_frame(frame):
             self.pdb.fb_deliver(frame, "exception", (type(exc), exc, exc.__traceback__))
         return None
+
+
+register_delivery(MonitoringEngine._on_start, MonitoringEngine._on_line, MonitoringEngine._on_jump,
+                  MonitoringEngine._on_return, MonitoringEngine._on_unwind, MonitoringEngine._on_exception)

@@ -7,16 +7,18 @@ The hook function's code is registered in ``engine.INVISIBLE_CODE_IDS``, so pdb 
 
 from __future__ import annotations
 
+import functools
 import gc
 import sys
 import types
 from typing import Any
 
-from .engine import INVISIBLE_CODE_IDS
+from .engine import INVISIBLE_CODE_IDS, identity
 from .bytecode import instrument
+from .interrupt import register_delivery
 
 __all__ = ["REGISTRY", "HOOK_CODE", "hooked_tree", "restore_all", "LOADERS", "install_audit_hook",
-           "fast_breakpoint_hook", "dynamo_loaded", "is_dynamo_file", "dynamo_wrapped_code", "code_tree"]
+           "fast_breakpoint_hook", "AUDIT_SINK", "dynamo_loaded", "is_dynamo_file", "dynamo_wrapped_code", "code_tree"]
 
 
 class _Registry:
@@ -45,7 +47,8 @@ def fast_breakpoint_hook() -> None:
 
 
 HOOK_CODE = fast_breakpoint_hook.__code__
-INVISIBLE_CODE_IDS.add(id(HOOK_CODE))
+INVISIBLE_CODE_IDS.add(identity(HOOK_CODE))
+register_delivery(fast_breakpoint_hook)
 
 
 _DYNAMO_DIR = "/torch/_dynamo/"
@@ -85,7 +88,7 @@ def hooked_tree(code: types.CodeType, lines_of: Any, memo: dict, problems: list)
 
     A code object that needs hooks but cannot get them is reported in ``problems`` and left as it is
     (``lines_of`` still reports it: the trace engine covers it)."""
-    key = id(code)
+    key = identity(code)
     if key in memo:
         return memo[key][1]
     consts = list(code.co_consts)
@@ -115,7 +118,7 @@ def hooked_tree(code: types.CodeType, lines_of: Any, memo: dict, problems: list)
         new = base
     memo[key] = (code, new)
     if new is not None:
-        REGISTRY.hooked[id(new)] = (new, code)
+        REGISTRY.hooked[identity(new)] = (new, code)
     return new
 
 
@@ -131,7 +134,7 @@ def restore_all() -> int:
     if REGISTRY.untracked:
         for obj in gc.get_objects():
             if type(obj) is types.FunctionType:
-                entry = REGISTRY.hooked.get(id(obj.__code__))
+                entry = REGISTRY.hooked.get(identity(obj.__code__))
                 if entry is not None and entry[0] is obj.__code__:
                     obj.__code__ = entry[1]
                     restored += 1
@@ -199,11 +202,27 @@ def _audit(event: str, args: tuple) -> None:
         engine.problems.append(f"audit hook failed: {type(exc).__name__}: {exc}")
 
 
+class _AuditSink:
+    """What the audit hook writes to: the hook is ``functools.partial(setattr, AUDIT_SINK)``, C from end to
+    end, so the thousands of uninteresting events (3.11 audits every ``frame.f_code``) cost no Python call:
+    they land in the instance ``__dict__`` (emptied at every engine plan, so that it keeps nothing alive).
+    Only ``exec`` and ``compile``, properties here, run ``_audit``."""
+
+    exec = property(None, lambda self, args: _audit("exec", args))
+    compile = property(None, lambda self, args: _audit("compile", args))
+
+    def forget(self) -> None:
+        """Drop the arguments of the events seen since the last call."""
+        self.__dict__.clear()
+
+
+AUDIT_SINK = _AuditSink()
 _AUDIT = {"installed": False}
 
 
 def install_audit_hook() -> None:
-    """Install ``_audit`` once per process (audit hooks cannot be removed; it is idle while nothing is armed)."""
+    """Install the audit hook once per process (audit hooks cannot be removed; it is idle while nothing is
+    armed)."""
     if not _AUDIT["installed"]:
-        sys.addaudithook(_audit)
+        sys.addaudithook(functools.partial(setattr, AUDIT_SINK))
         _AUDIT["installed"] = True

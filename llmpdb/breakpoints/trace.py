@@ -21,7 +21,8 @@ import sys
 import threading
 from typing import Any
 
-from .engine import ALL_LINES, WATCH, EngineBase
+from .engine import ALL_LINES, WATCH, EngineBase, identity
+from .interrupt import register_delivery
 
 __all__ = ["TraceEngine"]
 
@@ -36,7 +37,7 @@ class TraceEngine(EngineBase):
         self.active = False
         self.thread = threading.get_ident()
         self.breaks: dict[str, frozenset[int]] = {}
-        self.code_lines: dict[int, tuple[Any, frozenset[int]]] = {}  # id(code) -> (code, lines)
+        self.code_lines: dict[int, tuple[Any, frozenset[int]]] = {}  # identity(code) -> (code, lines)
         self.watched: tuple = ()
         self.key: tuple | None = None
         self.global_trace = self._global  # the global trace function activate() installs
@@ -61,8 +62,11 @@ class TraceEngine(EngineBase):
         pdb = self.pdb
         breaks = pdb.fb_breakpoint_lines()
         watched = pdb.fb_watched_frames() if mode == WATCH else ()
-        key = (mode, tuple(id(f) for f in watched))
+        key = (mode, tuple(identity(f) for f in watched))
+        self.watch_seen = (pdb.stopframe, pdb.returnframe)
         unchanged = self.active and key == self.key and breaks == self.breaks and sys.gettrace() == self.global_trace
+        if breaks == self.breaks:
+            self.breaks = breaks  # the same snapshot object: ``resume_quickly`` compares identities
         if not unchanged:
             if breaks != self.breaks:
                 self.breaks = breaks
@@ -85,6 +89,9 @@ class TraceEngine(EngineBase):
         frame.f_trace = local
         return local
 
+    def resume_quickly(self, mode: str, frame) -> bool:
+        return self.active and EngineBase.resume_quickly(self, mode, frame) and sys.gettrace() == self.global_trace
+
     def refresh(self) -> None:
         """Breakpoints changed while running: re-arm from the caller's stack."""
         if self.active:
@@ -103,7 +110,7 @@ class TraceEngine(EngineBase):
 
     # ---- trace functions -----------------------------------------------------------------------------
     def _global(self, frame, event, arg):
-        entry = self.code_lines.get(id(frame.f_code))
+        entry = self.code_lines.get(identity(frame.f_code))
         lines = entry[1] if entry is not None and entry[0] is frame.f_code else self.lines_for(frame.f_code)
         if lines and threading.get_ident() == self.thread and not self.state["depth"]:
             return self._local
@@ -124,3 +131,6 @@ class TraceEngine(EngineBase):
         if self._is_watched(frame) and not self.state["depth"]:
             return self.pdb.fb_deliver(frame, event, arg)
         return self._local(frame, event, arg)
+
+
+register_delivery(TraceEngine._global, TraceEngine._local, TraceEngine._watch_local)

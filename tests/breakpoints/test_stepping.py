@@ -167,3 +167,13 @@ def test_jump_at_a_breakpoint_in_a_callee(mods):
     assert stops(text)[1:] == [f"jumpy:{x2}", f"jumpy:{x3}", f"jumpy:{x3 + 1}"]
     assert "\n1\n(Pdb)" in text and "\n3\n(Pdb)" in text
     assert fast.delivered[0] == ("line", "jumpy", x2)
+
+
+def test_step_onto_a_hooked_breakpoint_line_never_enters_the_hook(mods):
+    target, _ = mods
+    loop, ret = target.LINES["loop"], target.LINES["helper-return"]
+    commands = [f"b {target.__file__}:{loop}, i == 2", f"b {target.__file__}:{ret}", "c", "s", "s", "s", "s",
+                "s", "c", "c"]
+    _, text = both(target.work, commands, 3)
+    assert stops(text)[:5] == ["work:15", f"helper:{loop}", f"helper:{loop - 1}", f"helper:{ret}", f"helper:{ret}"]
+    assert "hooked.py" not in text and "patching.py" not in text
