@@ -60,6 +60,9 @@ class SafeInterruptMixin:
     def sigint_handler(self, signum, frame):
         if not self.allow_kbdint:
             sys.settrace(None)  # pdb's set_trace installs its trace function again; nothing before is traced
+            dispatch = getattr(type(self).trace_dispatch, "__code__", None)  # a mixin's override (`catch`)
+            if dispatch is not None:
+                DELIVERY_CODE_IDS.add(identity(dispatch))
             frame = program_frame(frame)
             self.llmpdb_interrupts += 1
         super().sigint_handler(signum, frame)
