@@ -159,3 +159,44 @@ def test_stepping_onto_a_raise_stops_there_once():
     out = debug_transcript(same_frame, ["catch IndexError", "n", "n", "n", "p log", "c"], [])
     assert out.count("IndexError: list index out of range") == 1  # the catch's line or pdb's own, not both
     assert out.split("(llmpdb) ")[5].strip() == "[]"
+
+
+CATCH_THEN_BREAKPOINTS = """\
+import json
+breakpoint()
+try:
+    json.loads("{bad")
+except ValueError as e:
+    print("handled", type(e).__name__)
+for i in range(2):
+    breakpoint()
+    print("step", i)
+open(SIDE_EFFECT, "w").write("ran")
+print("END")
+"""
+
+
+def _catch_session(tmp_path, commands: str) -> tuple[subprocess.CompletedProcess, bool]:
+    script = tmp_path / "catch_then.py"
+    marker = tmp_path / "SIDE_EFFECT"
+    script.write_text(f"SIDE_EFFECT = {str(marker)!r}\n" + CATCH_THEN_BREAKPOINTS)
+    env = {**os.environ, "PYTHONPATH": ROOT, "NO_COLOR": "1", "LLMPDB_HEADLESS": "log"}
+    result = subprocess.run([sys.executable, "-m", "llmpdb", str(script)], input=commands, env=env,
+                            capture_output=True, text=True, timeout=60)
+    return result, marker.exists()
+
+
+def test_breakpoints_after_a_catch_stop_still_stop(tmp_path):
+    """3.11: the exceptions-only tracer had turned the frame's line events off; breakpoint() then ran through."""
+    result, _ = _catch_session(tmp_path, "c\ncatch JSONDecodeError\nc\nc\np i\nc\np i\nc\n")
+    out = result.stdout
+    assert "(raised here; no handler ran yet)" in out
+    assert out.count("catch_then.py(10)<module>()") == 2, out  # each later breakpoint() stopped
+    assert out.index("handled JSONDecodeError") < out.index("step 0") < out.index("step 1")
+
+
+def test_quit_at_a_catch_stop_ends_the_program(tmp_path):
+    result, ran_on = _catch_session(tmp_path, "c\ncatch JSONDecodeError\nc\nq\n")
+    assert "(raised here; no handler ran yet)" in result.stdout
+    assert "llmpdb: quit" in result.stdout + result.stderr
+    assert not ran_on and "END" not in result.stdout and "handled" not in result.stdout

@@ -13,6 +13,7 @@ continues (the exception then goes on as it would have), ``n``/``s`` step on int
 
 from __future__ import annotations
 
+import bdb
 import sys
 
 from ..catching import CATCHES, backend_name, valid_pattern
@@ -94,6 +95,8 @@ class CatchCommands:
         if note:
             self.message(f"*** {note}")
         self.interaction(frame, tb)
+        if self.quitting:  # `q` at a catch stop: end the program, as at any other stop
+            raise bdb.BdbQuit
         continuing = self.stopframe is self.botframe and self.stoplineno == -1
         if (continuing and not self.breaks) and not self.quitting:
             return
@@ -105,6 +108,20 @@ class CatchCommands:
                 break
             walk = walk.f_back
         sys.settrace(self.trace_dispatch)
+
+    def set_trace(self, frame=None, *args, **kwargs):
+        """3.11: frames the exceptions-only tracer took have line events off; pdb's set_trace gives them its
+        trace function but not their line events, so the next line would never stop (a later
+        ``breakpoint()`` ran through). Turn them back on for the frames pdb now traces."""
+        if frame is None:
+            frame = sys._getframe().f_back
+        result = super().set_trace(frame, *args, **kwargs)
+        walk = frame
+        while walk is not None:
+            if walk.f_trace is not None:
+                walk.f_trace_lines = True
+            walk = walk.f_back
+        return result
 
     def interaction(self, *args, **kwargs):
         CATCHES.paused += 1  # the user's commands at the prompt raise too: never a catch stop there
