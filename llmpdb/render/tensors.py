@@ -90,7 +90,9 @@ def _footer(infos: Sequence[TensorInfo], stats: bool, namer: DimNamer | None, na
         counted = [i for i in infos if i.stats is not None]
         clean = not any(i.stats.nan or i.stats.inf for i in counted)
         if counted:
-            legend = "; no NaN or Inf in any tensor" if clean else " (counted in nan/inf)"
+            partial = getattr(infos, "left_out", 0) or getattr(infos, "unsearched", 0)
+            scope = "in the listed tensors (the walk stopped at its limits)" if partial else "in any tensor"
+            legend = f"; no NaN or Inf {scope}" if clean else " (counted in nan/inf)"
             lines.append(f"min/max/mean/std ignore NaN and Inf{legend}; std is unbiased")
         skipped = [i for i in infos if i.stats is None]
         if skipped:

@@ -155,3 +155,15 @@ def test_footer_without_a_config_names_where_batch_and_seq_came_from():
     local_vars = {"labels": torch.zeros(2, 35, dtype=torch.long)}
     text = render_tensors(frame_tensors(local_vars), namer=DimNamer.from_frame(local_vars))
     assert text.splitlines()[-1] == "dims: batch/seq from labels"
+
+
+def test_stats_never_say_no_nan_anywhere_when_the_walk_stopped_at_its_limits():
+    clean = [torch.zeros(1) for _ in range(3)]
+    values = {"clean": [torch.zeros(1) for _ in range(5)], "nanv": torch.tensor([float("nan"), 1.0])}
+    text = render_tensors(frame_tensors(values, stats=True, max_items=3), width=100, stats=True)
+    text = " ".join(text.replace("\n  ", " ").split(" "))  # footers wrap at the width with a 2-space indent
+    assert "nanv" not in text  # past the limit: not listed, so its NaN is not counted
+    assert "no NaN or Inf in the listed tensors (the walk stopped at its limits)" in text
+    assert "no NaN or Inf in any tensor" not in text
+    full = render_tensors(frame_tensors({"clean": clean}, stats=True), width=100, stats=True)
+    assert "no NaN or Inf in any tensor" in full
