@@ -72,6 +72,8 @@ def find_inputs(namespace) -> tuple[str, Any] | None:
 
 def _rows(value: Any) -> list[list[int]]:
     if is_tensor(value):
+        if value.dtype.is_floating_point or value.dtype.is_complex:
+            raise ValueError(f"it holds {str(value.dtype).replace('torch.', '')} values, not token ids")
         if value.dim() == 1:
             return [[int(v) for v in value.tolist()]]
         if value.dim() == 2:
@@ -79,8 +81,9 @@ def _rows(value: Any) -> list[list[int]]:
         raise ValueError(f"input_ids has {value.dim()} dimensions (1 or 2 expected)")
     if isinstance(value, (list, tuple)) and value and all(type(v) is int for v in value):
         return [list(value)]
-    if isinstance(value, (list, tuple)) and value and all(isinstance(r, (list, tuple)) for r in value):
-        return [[int(v) for v in r] for r in value]
+    if (isinstance(value, (list, tuple)) and value and all(isinstance(r, (list, tuple)) for r in value)
+            and all(type(v) is int for r in value for v in r)):
+        return [list(r) for r in value]
     raise ValueError(f"cannot read token ids from a {type(value).__name__}")
 
 
@@ -91,7 +94,11 @@ def split_inputs(value: Any) -> tuple[list[list[int]], list[list[int]] | None]:
         if "input_ids" not in mapping:
             raise ValueError("no 'input_ids' in it")
         mask = mapping.get("attention_mask")
-        return _rows(mapping["input_ids"]), (_rows(mask) if mask is not None else None)
+        ids, mask_rows = _rows(mapping["input_ids"]), (_rows(mask) if mask is not None else None)
+        if mask_rows is not None and [len(r) for r in mask_rows] != [len(r) for r in ids]:
+            raise ValueError(f"attention_mask ({len(mask_rows)} rows of {sorted({len(r) for r in mask_rows})}) "
+                             f"does not match input_ids ({len(ids)} rows of {sorted({len(r) for r in ids})})")
+        return ids, mask_rows
     return _rows(value), None
 
 
@@ -141,9 +148,20 @@ def _side(pads: list[int], length: int) -> str:
     return "both" if lead + tail == len(pad) else "inside"
 
 
+def _vocab_size(tokenizer) -> int | None:
+    try:  # the tokenizer's own __len__ (a transformers class, found by type): vocabulary plus added tokens
+        size = len(tokenizer)
+    except Exception:  # a tokenizer without a length: every id is passed on to it
+        return None
+    return size if type(size) is int and size > 0 else None
+
+
 def _sequence(tokenizer, row: int, ids: list[int], mask: list[int] | None, special: dict[int, str],
               pad_id: int | None) -> SequenceReport:
-    pieces = tokenizer.convert_ids_to_tokens(ids)
+    vocab = _vocab_size(tokenizer)
+    valid = [vocab is None or 0 <= t < vocab for t in ids]
+    known = iter(tokenizer.convert_ids_to_tokens([t for t, ok in zip(ids, valid) if ok]))
+    pieces = [next(known) if ok else None for ok in valid]
     if mask:
         pads = [i for i, m in enumerate(mask) if not m]
     else:  # no attention mask: the pad id marks the padding
@@ -151,6 +169,9 @@ def _sequence(tokenizer, row: int, ids: list[int], mask: list[int] | None, speci
     report = SequenceReport(row, len(ids), len(ids) - len(pads), pads, _side(pads, len(ids)))
     padset = set(pads)
     for pos, (tid, piece) in enumerate(zip(ids, pieces)):
+        if piece is None:  # -100 (the ignore label) or an id past the vocabulary: no token to show
+            report.tokens.append(TokenRow(pos, tid, "?", "", f"not a token id (vocabulary 0..{vocab - 1})"))
+            continue
         if pos in padset:
             note = "pad"
         elif tid == pad_id:

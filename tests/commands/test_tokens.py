@@ -108,3 +108,27 @@ def test_find_tokenizers_by_type_only(tokenizer):
     Nosy.touched.clear()
     assert find_tokenizers({"a": Nosy(), "tok": tokenizer, "again": tokenizer}) == [("tok", tokenizer)]
     assert Nosy.touched == []
+
+
+def labels_stop(tokenizer):
+    import torch
+
+    labels = torch.tensor([[-100, 380, 10**6]])  # the ignore label, a real id, an id past the vocabulary
+    floats = torch.tensor([1.5, 2.0])
+    ids = torch.tensor([[1, 380, 82]])
+    mismatch = {"input_ids": ids, "attention_mask": torch.tensor([[1]])}
+    breakpoint()
+    return labels, floats, mismatch
+
+
+def test_labels_floats_and_a_mismatched_mask_are_told_not_guessed(tokenizer):
+    chunks = outputs_of(debug_transcript(labels_stop, ["c", "tokens labels", "tokens floats", "tokens mismatch",
+                                                       "c"], tokenizer, width=100))
+    rows = [line.split() for line in chunks[0].splitlines()]
+    vocab = len(tokenizer)
+    assert rows[3][:3] == ["0", "-100", "?"] and " ".join(rows[3][3:]) == f"not a token id (vocabulary 0..{vocab - 1})"
+    assert rows[4][:3] == ["1", "380", "Hell"]
+    assert rows[5][:3] == ["2", "1000000", "?"]
+    assert chunks[1].strip() == "*** tokens: it holds float32 values, not token ids"
+    assert chunks[2].strip() == ("*** tokens: attention_mask (1 rows of [1]) does not match input_ids "
+                                 "(1 rows of [3])")
