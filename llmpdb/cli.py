@@ -142,7 +142,9 @@ def _run(debugger, target) -> int:
             traceback.print_exc()
             return 1
         except BaseException as exc:
-            traceback.print_exc()
+            from .stepping import program_traceback
+
+            traceback.print_exception(type(exc), exc, program_traceback(exc.__traceback__))
             _say("llmpdb: uncaught exception; post-mortem debugging (`c` or `q` ends the program)")
             try:
                 debugger.interaction(None, exc.__traceback__)

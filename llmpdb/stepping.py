@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import bdb
 import os
+import types
 
 from .commands._command import CommandError, command
 from .commands.navigation import user_root
 from .inspect.frame_kinds import is_module_forward, step_plumbing
 from .inspect.modules import frame_stack, module_frames
 
-__all__ = ["SteppingMixin", "is_debugger_frame", "visible_stack", "STEP_SKIP", "STEP_ALL", "STEP_FORWARD"]
+__all__ = ["SteppingMixin", "is_debugger_frame", "program_traceback", "visible_stack", "STEP_SKIP", "STEP_ALL", "STEP_FORWARD"]
 
 STEP_SKIP, STEP_ALL, STEP_FORWARD = "skip", "all", "forward"
 
@@ -58,6 +59,20 @@ def is_debugger_frame(frame) -> bool:
         caller = frame.f_back
         return caller is not None and caller.f_code.co_filename == _BDB_FILE
     return _debugger_file(filename)
+
+
+def program_traceback(tb):
+    """Usage: ``traceback.print_exception(type(e), e, program_traceback(e.__traceback__))``; the traceback
+    without llmpdb's, bdb's and pdb's entries (the launcher a user never wrote); its last entry always stays."""
+    entries = []
+    while tb is not None:
+        entries.append(tb)
+        tb = tb.tb_next
+    kept = [t for t in entries[:-1] if not is_debugger_frame(t.tb_frame)] + entries[-1:]
+    chain = None
+    for entry in reversed(kept):
+        chain = types.TracebackType(chain, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return chain
 
 
 def _llmpdb_frame(frame) -> bool:

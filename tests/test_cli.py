@@ -83,6 +83,8 @@ def test_uncaught_exception_opens_post_mortem_in_the_failing_frame(tmp_path):
     assert "ValueError: bad depth" in result.stderr
     assert "llmpdb: uncaught exception; post-mortem debugging" in result.stdout
     assert "(llmpdb) 5" in result.stdout
+    entries = [line.strip() for line in result.stderr.splitlines() if line.strip().startswith("File ")]
+    assert entries == [f'File "{path}", line 4, in <module>', f'File "{path}", line 3, in broken'], result.stderr
 
 
 def test_module_target(tmp_path):

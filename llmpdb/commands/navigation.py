@@ -114,7 +114,12 @@ def _pending_text(pattern: str, roots: list, near) -> str:
     if roots:
         classes = ", ".join(dict.fromkeys(type(r).__name__ for r in roots))
         text += f" (nothing matches in {classes} now{'; near: ' + ', '.join(near) if near else ''})"
+    if any(c in pattern for c in _REGEX_ONLY):
+        text += "; patterns are globs (* ? [..]), not regular expressions"
     return text
+
+
+_REGEX_ONLY = set("|\\(){}+^$\"'")  # never needed by a glob: the pattern was meant as a regex (or quoted)
 
 
 class NavigationCommands:

@@ -232,6 +232,12 @@ def test_a_pattern_matching_nothing_is_pending_and_says_what_is_near():
     assert [bp.pending for bp in module_breakpoints().breakpoints()] == [True, True]
 
 
+def test_a_regex_looking_pattern_is_told_patterns_are_globs():
+    out = debug_transcript(run_generate, ["c", "bm LlamaMLP|LlamaAttention", "bm layers.0.mlp", "c"])
+    assert after(out, 1).rstrip().endswith("; patterns are globs (* ? [..]), not regular expressions")
+    assert "globs" not in after(out, 2)  # a pattern that matched says nothing of the kind
+
+
 def test_path_pattern_before_the_model_exists_is_pending():
     out = debug_transcript(run_no_model_yet, ["c", "bm blocks.0 --once", "b", "bm", "c", "p x.shape", "bm", "c"])
     assert after(out, 1) == ("module breakpoint 1: blocks.0, once -> pending: arms on the first model whose "
