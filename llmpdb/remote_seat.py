@@ -5,7 +5,7 @@ Usage::
     seat = Seat(listener)
     seat.conn = listener.wait_client(deadline)
     debugger.stdin, debugger.stdout = seat.stdin, seat.stdout   # cmd.Cmd reads lines, writes text
-    ...
+    debugger.cmdloop()                                          # the stop, read from the client
     seat.ended      # None while attached; "detach" (Ctrl-D in the client) or "drop" (connection lost)
 
 Output is sent in whole lines (``O`` frames); when the debugger reads a line, the text after the last
