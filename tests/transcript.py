@@ -43,3 +43,9 @@ def debug_transcript(func, commands: list[str], *args, width: int = 100, **kwarg
         hooks.set_debugger(previous)
         sys.breakpointhook = previous_hook
     return stdout.getvalue()
+
+
+def outputs_of(transcript: str) -> list[str]:
+    """Usage: ``outputs_of(debug_transcript(f, ["c", "shapes", "c"]))`` -> what each command printed after
+    the first ``c`` (which runs to the first ``breakpoint()``)."""
+    return [chunk.rstrip("\n") for chunk in transcript.split("(llmpdb) ")[2:]]

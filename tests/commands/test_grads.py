@@ -2,27 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
 import torch
 from tiny_models import tiny_llama
-from transcript import debug_transcript
+from transcript import debug_transcript, outputs_of
 
 from llmpdb.inspect.grads import grad_report, layer_of, param_matches
-from llmpdb.session import SESSION
-
-PROMPT = "(llmpdb) "
-
-
-@pytest.fixture(autouse=True)
-def fresh_session():
-    SESSION.reset()
-    yield
-    SESSION.reset()
-
-
-def outputs_of(transcript: str) -> list[str]:
-    """What each command printed, after the first `c` (which runs to the first breakpoint())."""
-    return [chunk.rstrip("\n") for chunk in transcript.split(PROMPT)[2:]]
 
 
 def train_step(model):

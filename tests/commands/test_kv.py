@@ -20,13 +20,6 @@ from llmpdb.session import SESSION
 PROMPT = "(llmpdb) "
 
 
-@pytest.fixture(autouse=True)
-def fresh_session():
-    SESSION.reset()
-    yield
-    SESSION.reset()
-
-
 def generate_with_stops(model, steps: int = 3, **generate_kwargs):
     """generate() that stops (breakpoint()) in a forward pre-hook at every decoding step (not the prefill)."""
 

@@ -6,12 +6,10 @@ import pytest
 import torch
 import torch.nn.modules.module as torch_module
 from tiny_models import tiny_llama
-from transcript import debug_transcript
+from transcript import debug_transcript, outputs_of
 
 from llmpdb.forward.nan_break import bad_values, nan_breaks
 from llmpdb.session import SESSION
-
-PROMPT = "(llmpdb) "
 
 
 @pytest.fixture(autouse=True)
@@ -20,11 +18,6 @@ def fresh_session():
     yield
     nan_breaks().disarm()
     SESSION.reset()
-
-
-def outputs_of(transcript: str) -> list[str]:
-    """What each command printed, after the first `c` (which runs to the first breakpoint())."""
-    return [chunk.rstrip("\n") for chunk in transcript.split(PROMPT)[2:]]
 
 
 def forward(model):

@@ -7,24 +7,15 @@ import os
 import sys
 
 import pytest
-from transcript import debug_transcript
+from transcript import debug_transcript, outputs_of
 
 from llmpdb.inspect.tokens import find_tokenizers
-from llmpdb.session import SESSION
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                                 "examples"))
 from tiny import build_tokenizer  # noqa: E402
 
-PROMPT = "(llmpdb) "
 TEXTS = ["Hello world", "Hello world, this is a tiny language model."]
-
-
-@pytest.fixture(autouse=True)
-def fresh_session():
-    SESSION.reset()
-    yield
-    SESSION.reset()
 
 
 @pytest.fixture(scope="module")
@@ -32,11 +23,6 @@ def tokenizer():
     tok = build_tokenizer()
     tok.pad_token = "<pad>"
     return tok
-
-
-def outputs_of(transcript: str) -> list[str]:
-    """What each command printed, after the first `c` (which runs to the first breakpoint())."""
-    return [chunk.rstrip("\n") for chunk in transcript.split(PROMPT)[2:]]
 
 
 class Nosy:

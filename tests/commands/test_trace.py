@@ -8,23 +8,7 @@ import re
 import pytest
 import torch
 from tiny_models import plain_model, tiny_llama
-from transcript import debug_transcript
-
-from llmpdb.session import SESSION
-
-PROMPT = "(llmpdb) "
-
-
-@pytest.fixture(autouse=True)
-def fresh_session():
-    SESSION.reset()
-    yield
-    SESSION.reset()
-
-
-def outputs_of(transcript: str) -> list[str]:
-    """What each command printed, after the first `c` (which runs to the first breakpoint())."""
-    return [chunk.rstrip("\n") for chunk in transcript.split(PROMPT)[2:]]
+from transcript import debug_transcript, outputs_of
 
 
 def run_model(model, poison=None):

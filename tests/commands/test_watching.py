@@ -3,27 +3,11 @@ attention forward, expressions that raise, and no change to the program's state.
 
 from __future__ import annotations
 
-import pytest
 import torch
 from tiny_models import tiny_llama
-from transcript import debug_transcript
+from transcript import debug_transcript, outputs_of
 
 from llmpdb.inspect.watch_records import Sample, Watch, observe
-from llmpdb.session import SESSION
-
-PROMPT = "(llmpdb) "
-
-
-@pytest.fixture(autouse=True)
-def fresh_session():
-    SESSION.reset()
-    yield
-    SESSION.reset()
-
-
-def outputs_of(transcript: str) -> list[str]:
-    """What each command printed, after the first `c` (which runs to the first breakpoint())."""
-    return [chunk.rstrip("\n") for chunk in transcript.split(PROMPT)[2:]]
 
 
 def raise_exit():
@@ -44,6 +28,10 @@ def run_model(model):
     return out, attention_mask
 
 
+AFTER_FIRST = f"run_model:{run_model.__code__.co_firstlineno + 5}"   # the lines after its two breakpoint()s
+AFTER_SECOND = f"run_model:{run_model.__code__.co_firstlineno + 7}"
+
+
 def test_watch_attention_mask_from_the_script_into_the_attention_forward():
     model = tiny_llama(attn_implementation="eager")
     commands = ["c", "watch attention_mask", "bm layers.0.self_attn --once", "c", "watch", "c", "watch", "c"]
@@ -53,7 +41,7 @@ def test_watch_attention_mask_from_the_script_into_the_attention_forward():
     history = chunks[3].splitlines()
     assert history[0] == "watch 1: attention_mask  (1 change)"
     assert history[1].split() == ["stop", "at", "value", "changed"]
-    assert history[2].split() == ["2", "run_model:42", "(1,", "7)", "i64"]
+    assert history[2].split() == ["2", AFTER_FIRST, "(1,", "7)", "i64"]
     assert history[3].split() == ["3", "LlamaAttention.forward:241", "(1,", "1,", "7,", "7)", "f32", "←", "shape,", "dtype"]
     assert "watch 1 attention_mask: (1, 1, 7, 7) f32 → (1, 7) i64  (shape, dtype)" in chunks[4].splitlines()
     assert chunks[5].splitlines()[0] == "watch 1: attention_mask  (2 changes)"
@@ -65,7 +53,7 @@ def test_watch_nested_tensors_unchanged_across_stops_is_one_run():
     assert chunks[0].startswith("watch 1: pair = ((1, 7) i64, (1, 7) f32) (recorded")
     assert "watch 1" not in chunks[1]  # no change: the stop says nothing
     assert chunks[2].splitlines()[0] == "watch 1: pair  (0 changes)"
-    assert chunks[2].splitlines()[2].split()[:4] == ["2-3", "run_model:42", "…", "run_model:44"]
+    assert chunks[2].splitlines()[2].split()[:4] == ["2-3", AFTER_FIRST, "…", AFTER_SECOND]
 
 
 def test_watch_survives_what_the_expression_raises_and_changes_no_state():
