@@ -37,6 +37,7 @@ Every breakpoint() in the program opens llmpdb.
   --listen ADDR          every stop waits for `python -m llmpdb attach` (ADDR: unix, tcp, tcp:HOST:PORT)
   --commands "a; b"      the commands the log policy runs at each stop (sets LLMPDB_TOUR)
   --log FILE             where the log policy writes (sets LLMPDB_LOG)
+  --rank N               under torchrun, the rank that prompts (default 0; sets LLMPDB_RANK)
   -m                     run a library module as a script
   -h, --help             show this help
   --version              show the llmpdb version and its debugger base
@@ -49,7 +50,7 @@ sets what runs at each stop when there is no terminal; LLMPDB_BASE=stdlib forces
 def _parse(argv: list[str]):
     try:
         opts, args = getopt.getopt(argv, "mhc:", ["help", "command=", "no-compile", "version", "headless=",
-                                                  "listen=", "commands=", "log="])
+                                                  "listen=", "commands=", "log=", "rank="])
     except getopt.GetoptError as exc:
         print(f"llmpdb: {exc}", file=sys.stderr)
         print(USAGE, file=sys.stderr)
@@ -69,8 +70,11 @@ def _parse(argv: list[str]):
         print(USAGE, file=sys.stderr)
         raise SystemExit(2)
     for name, value in opts:  # the headless policy's options are environment settings (llmpdb.headless_policy)
+        if name == "--rank" and not value.isdigit():
+            print(f"llmpdb: --rank needs a rank number (0, 1, ...), not {value!r}", file=sys.stderr)
+            raise SystemExit(2)
         env = {"--headless": "LLMPDB_HEADLESS", "--listen": "LLMPDB_LISTEN", "--commands": "LLMPDB_TOUR",
-               "--log": "LLMPDB_LOG"}.get(name)
+               "--log": "LLMPDB_LOG", "--rank": "LLMPDB_RANK"}.get(name)
         if env:
             os.environ[env] = value
     global _LISTEN_FROM_START

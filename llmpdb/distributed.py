@@ -22,13 +22,13 @@ import sys
 from .rank_commands import RankCommands
 from .rank_dump import start_watcher
 from .rank_jobs import register_job
-from .rank_terminal import message_on_terminal, prompt_terminal
+from .rank_terminal import message_on_terminal, prompt_terminal, stderr_is_discarded
 from .rank_wait import PROMPT, QUIT, RESUME, StepWatchdog, wait_at_stop, wait_for_terminal
 from .ranks_store import RankJob, StoreUnavailable, connect_store
 from .session import SESSION
 
 __all__ = ["current_rank", "rank_suffix", "world_size", "interactive_rank", "rank_job", "DistributedMixin",
-           "QUIT_STATUS"]
+           "QUIT_STATUS", "share_if_discarded"]
 
 QUIT_STATUS = 3  # the exit status of every rank after `quit` on the prompting rank
 _JOB: RankJob | None = None
@@ -92,6 +92,18 @@ def rank_job() -> RankJob | None:
     _JOB = RankJob(store, rank, world, interactive_rank(), via)
     atexit.register(_JOB.at_exit)
     return _JOB
+
+
+def share_if_discarded(line: str) -> None:
+    """Usage: ``share_if_discarded(log_line)`` after writing it to standard error: when that is discarded
+    (``--local-ranks-filter``) in a job, the visible ranks print it for this one (``rank_wait.relay_notices``)."""
+    job = _JOB
+    if job is None or not stderr_is_discarded():
+        return
+    try:
+        job.notify(line)
+    except Exception:  # the store may be gone: the line stays where it was written
+        pass
 
 
 def _give_up_if_final() -> None:

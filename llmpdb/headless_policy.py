@@ -38,7 +38,7 @@ import sys
 import time
 from collections import Counter
 
-from .distributed import current_rank
+from .distributed import current_rank, share_if_discarded
 from .headless import stream_is_terminal
 from .remote import Listener, RemoteError
 from .remote_seat import Seat
@@ -59,6 +59,7 @@ def _log(line: str) -> None:
         stream.flush()
     except (OSError, ValueError, AttributeError):
         pass
+    share_if_discarded(line)  # under torchrun's --local-ranks-filter, a visible rank prints it
 
 
 def input_is_absent(stream) -> bool:

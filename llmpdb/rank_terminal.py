@@ -23,7 +23,7 @@ import sys
 
 from .headless import stream_is_terminal
 
-__all__ = ["prompt_terminal", "hidden_output_terminal", "message_on_terminal"]
+__all__ = ["prompt_terminal", "hidden_output_terminal", "message_on_terminal", "stderr_is_discarded"]
 
 # One stream per device, open for the life of the process: line editors (pdb++'s pyrepl) keep the stdout
 # they first prompted on, so a stream closed after one prompt would break the next.
@@ -88,3 +88,13 @@ def message_on_terminal(debugger, text: str) -> None:
         debugger.message(text)
     finally:
         debugger.stdout = saved
+
+
+def stderr_is_discarded() -> bool:
+    """Usage: ``stderr_is_discarded()``; True when file descriptor 2 is ``/dev/null`` (torchrun's
+    ``--local-ranks-filter`` sends a filtered rank's streams there) or closed: nobody reads this rank's log."""
+    try:
+        mine, null = os.fstat(2), os.stat(os.devnull)
+    except OSError:
+        return True
+    return (mine.st_dev, mine.st_ino, mine.st_rdev) == (null.st_dev, null.st_ino, null.st_rdev)

@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import atexit
 import os
+import sys
 import time
 
+from .rank_terminal import stderr_is_discarded
 from .ranks_store import ENDED_STATES, RankJob
 
-__all__ = ["wait_at_stop", "wait_for_terminal", "StepWatchdog", "RESUME", "QUIT", "PROMPT", "poll_interval", "grace_seconds"]
+__all__ = ["wait_at_stop", "wait_for_terminal", "StepWatchdog", "RESUME", "QUIT", "PROMPT", "poll_interval", "grace_seconds",
+           "relay_notices"]
 
 RESUME, QUIT, PROMPT = "resume", "quit", "prompt"
 _ACTIVE = ("prompt", "queued")
@@ -48,6 +51,22 @@ def _env_seconds(name: str, default: float, least: float) -> float:
         return default
 
 
+def relay_notices(job: RankJob) -> None:
+    """Print on this rank's standard error the notices of ranks whose own is discarded (``job.notify``): the
+    interactive rank under ``--local-ranks-filter`` with no terminal says there how to attach to it. A rank
+    whose standard error is discarded too leaves them for the others."""
+    if stderr_is_discarded():
+        return
+    lines, job.notices_seen = job.notices_after(job.notices_seen)
+    stream = sys.stderr if sys.stderr is not None else sys.__stderr__
+    for line in lines:
+        try:
+            stream.write(f"llmpdb r{job.rank} relays: {line}\n")
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            return
+
+
 def _engaged_here(job: RankJob, stop: str):
     """(someone prompts or queues for this very stop, someone prompts anywhere, the interactive rank's record)."""
     boss = job.record(job.interactive)
@@ -65,6 +84,7 @@ def wait_at_stop(job: RankJob, stop: str, *, grace: float | None = None, poll: f
     poll = poll_interval() if poll is None else poll
     alone_since = clock()
     while True:
+        relay_notices(job)
         if job.released(stop):
             return RESUME, ""
         message = job.quit_message()
@@ -95,6 +115,7 @@ def wait_for_terminal(job: RankJob, *, poll: float | None = None, sleep=time.sle
     """Wait until this rank holds the terminal lock (PROMPT) or the job quits (QUIT, the message)."""
     poll = poll_interval() if poll is None else poll
     while not job.try_lock_terminal():
+        relay_notices(job)
         message = job.quit_message()
         if message is not None:
             return QUIT, message

@@ -62,6 +62,7 @@ class RankJob:
     interactive: int
     via: str = ""
     _last_where: str = field(default="", repr=False)
+    notices_seen: int = field(default=0, repr=False)  # the notices this rank has printed (``relay_notices``)
 
     @property
     def is_interactive(self) -> bool:
@@ -152,6 +153,24 @@ class RankJob:
 
     def quit_message(self) -> str | None:
         return self._get("quit")
+
+    # ---- notices: lines a rank whose standard error is hidden asks the visible ranks to print -----------
+    def notify(self, line: str) -> None:
+        """Usage: ``job.notify("llmpdb r1: ... python -m llmpdb attach ...")``; numbered in the store."""
+        number = int(self.store.add("notice/count", 1))
+        self.store.set(f"notice/{number}", line)
+
+    def notices_after(self, seen: int) -> tuple[list[str], int]:
+        """Usage: ``lines, seen = job.notices_after(seen)``; the notices numbered above ``seen``."""
+        count = int(self.store.add("notice/count", 0))
+        lines = []
+        for number in range(seen + 1, count + 1):
+            line = self._get(f"notice/{number}")
+            if line is None:  # numbered, not written yet: read it at the next poll
+                break
+            lines.append(line)
+            seen = number
+        return lines, seen
 
     def at_exit(self) -> None:
         """Registered with ``atexit``: publish finished (or failed, after an uncaught exception)."""

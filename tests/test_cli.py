@@ -102,6 +102,7 @@ def test_module_target(tmp_path):
     (["--bogus"], 2, "option --bogus not recognized"),
     (["--help"], 0, "-c CMD, --command CMD"),
     (["/no/such/file.py"], 1, "/no/such/file.py"),
+    (["--rank", "one", "x.py"], 2, "llmpdb: --rank needs a rank number (0, 1, ...), not 'one'"),
 ])
 def test_usage_errors(args, code, text):
     result = run_llmpdb(args)

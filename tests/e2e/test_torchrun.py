@@ -19,7 +19,9 @@ import re
 import signal
 import socket
 import subprocess
+import shutil
 import sys
+import tempfile
 import time
 
 import pexpect
@@ -309,3 +311,56 @@ def test_two_launchers_with_nnodes_2_need_no_extra_step(tmp_path):
         _kill_job(node1.pid, workers, node1.poll() is None)
         node1.wait(10)
         log.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_hidden_rank_without_a_terminal_is_announced_by_a_visible_rank_and_can_be_attached(tmp_path):
+    """No terminal at all (a batch job), ``--local-ranks-filter 0`` and ``LLMPDB_RANK=1``: rank 1's attach line
+    goes to /dev/null, so rank 0, waiting at the same breakpoint, prints it; a client attaches to rank 1."""
+    run_dir = tempfile.mkdtemp(prefix="lt", dir="/tmp")  # short: Unix socket paths are limited
+    os.chmod(run_dir, 0o700)
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONBREAKPOINT", "LLMPDB_RANK")}
+    env.update(PYTHONPATH=ROOT, PYTHONBREAKPOINT="llmpdb.set_trace", LLMPDB_RANK="1", LLMPDB_HEADLESS="attach",
+               LLMPDB_ATTACH_TIMEOUT="60", XDG_RUNTIME_DIR=run_dir, DDP_STEPS="1", NO_COLOR="1", HOME=run_dir)
+    log_path = tmp_path / "job.log"
+    log = open(log_path, "w+", encoding="utf-8")
+    job = subprocess.Popen([sys.executable, *TORCHRUN, "--local-ranks-filter", "0", EXAMPLE], cwd=ROOT, env=env,
+                           stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    workers: set[int] = set()
+    try:
+        deadline, match = time.monotonic() + 60, None
+        while match is None and time.monotonic() < deadline and job.poll() is None:
+            time.sleep(0.2)
+            workers |= set(_children(job.pid))
+            match = re.search(r"llmpdb r0 relays: (.*python -m llmpdb attach (\S+))", log_path.read_text())
+        assert match, log_path.read_text()
+        assert f"ddp_train.py:{BREAK_LINE}" in match.group(1) and "r1" in match.group(1), match.group(1)
+        assert os.path.basename(match.group(2)).endswith("-r1.sock")
+        with PtySession(["-m", "llmpdb", "attach", match.group(2)], env=env, timeout=30) as client:
+            first = client.wait_prompt()
+            assert f"ddp_train.py({BREAK_LINE})main()" in first, first
+            assert client.child.after == "(llmpdb r1) "
+            assert client.run("p rank").strip() == "1"
+            client.child.sendline("c")
+            client.child.expect(pexpect.EOF)
+        assert job.wait(60) == 0, log_path.read_text()
+        text = log_path.read_text()
+        assert "rank 0/2: done" in text and "rank 1/2: done" not in text, text  # rank 1's output stays hidden
+        assert text.count("relays:") <= 3, text  # the attach line, then what rank 1 logged until it continued
+    finally:
+        _kill_job(job.pid, workers, job.poll() is None)
+        job.wait(10)
+        log.close()
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+@pytest.mark.timeout(60)
+def test_rank_option_of_python_m_llmpdb_chooses_the_prompting_rank():
+    with torchrun(["-m", "llmpdb", "--rank", "1", "-c", "continue", EXAMPLE]) as session:
+        header = _first_prompt(session)  # rank 1 makes the first-line stop and runs -c continue; rank 0 runs on
+        assert f"ddp_train.py({BREAK_LINE})main()" in header, header
+        assert session.child.after == "(llmpdb r1) "
+        rows = _ranks_once(session, "r0", "waiting")
+        assert rows["r0"].startswith(f"waiting at examples/ddp_train.py:{BREAK_LINE}"), rows
+        rest = session.finish("c")
+        assert session.exitstatus == 0, rest
