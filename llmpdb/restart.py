@@ -7,7 +7,8 @@ pdb's ``run`` raises ``pdb.Restart`` and counts on ``python -m pdb``'s loop to c
 opened by ``breakpoint()``, ``set_trace()`` or ``post_mortem()`` nothing catches it: the program died
 with a traceback and a post-mortem inside ``pdb.py``. Here only a program that ``python -m llmpdb``
 started restarts (as pdb does: same process, breakpoints kept, ``run ARGS`` sets ``sys.argv``); anywhere
-else, and from a stop in a thread other than the main one, ``run`` is one clear line and the stop goes on.
+else, from a stop in a thread other than the main one, and on one rank of a job of 2+ ranks (the others
+would not restart with it), ``run`` is one clear line and the stop goes on.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 import threading
 
 from .base import stdlib_pdb
+from .distributed import world_size
 
 __all__ = ["RestartMixin", "RESTART"]
 
@@ -37,6 +39,11 @@ class RestartMixin:
         if not self.restartable:
             self.error("run: cannot restart here: only a program started by `python -m llmpdb` can be "
                        "restarted (this stop came from breakpoint()/set_trace())")
+            return None
+        ranks = world_size()
+        if ranks is not None and ranks > 1:
+            self.error(f"run: cannot restart one rank of a {ranks}-rank job (the other ranks would not restart "
+                       "with it): `q` ends every rank; then start the job again")
             return None
         if threading.current_thread() is not threading.main_thread():
             self.error(f"run: cannot restart from thread {threading.current_thread().name!r}: "

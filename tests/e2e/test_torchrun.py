@@ -362,5 +362,6 @@ def test_rank_option_of_python_m_llmpdb_chooses_the_prompting_rank():
         assert session.child.after == "(llmpdb r1) "
         rows = _ranks_once(session, "r0", "waiting")
         assert rows["r0"].startswith(f"waiting at examples/ddp_train.py:{BREAK_LINE}"), rows
+        assert "*** run: cannot restart one rank of a 2-rank job" in session.run("run")
         rest = session.finish("c")
         assert session.exitstatus == 0, rest
