@@ -103,14 +103,22 @@ def uninstall() -> None:
 
 
 def post_mortem(tb=None) -> None:
-    """Usage: ``except Exception: llmpdb.post_mortem()``; debug the frame where the exception was raised."""
+    """Usage: ``except Exception: llmpdb.post_mortem()``; debug the frame where the exception was raised.
+
+    Outside an ``except`` block it debugs the last uncaught exception, as ``pdb.pm()`` does: the next
+    cell of a notebook or IPython session after the one that failed (``sys.last_exc``, or
+    ``sys.last_traceback`` before Python 3.12 and in IPython)."""
     if disabled():
         return
     if tb is None:
         exc = sys.exc_info()[1]
         tb = exc.__traceback__ if exc is not None else None
     if tb is None:
-        raise ValueError("post_mortem() needs a traceback, or must be called while an exception is handled")
+        last = getattr(sys, "last_exc", None)
+        tb = last.__traceback__ if last is not None else getattr(sys, "last_traceback", None)
+    if tb is None:
+        raise ValueError("post_mortem() needs a traceback: call it while an exception is handled, or after "
+                         "one went uncaught (a notebook's next cell)")
     debugger = get_debugger()
     debugger.reset()
     debugger.interaction(None, tb)

@@ -101,7 +101,9 @@ def test_post_mortem_stops_in_the_raising_frame():
     assert "explode()" in out.getvalue()
 
 
-def test_post_mortem_without_exception_is_a_clear_error():
+def test_post_mortem_without_exception_is_a_clear_error(monkeypatch):
+    for name in ("last_exc", "last_traceback", "last_value", "last_type"):
+        monkeypatch.delattr(sys, name, raising=False)
     with pytest.raises(ValueError, match="needs a traceback"):
         llmpdb.post_mortem()
 
