@@ -54,7 +54,10 @@ def parse_size(text: str) -> int:
 
 
 def _tolerance(text: str) -> float:
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError("needs a number >= 0") from None
     if not value >= 0:
         raise ValueError("needs a number >= 0")
     return value

@@ -1,0 +1,225 @@
+"""`diverge` under a real llmpdb debugger on a tiny Llama: bf16 against f32, identical runs, a perturbed copy,
+another attention kernel, and nothing left behind (hooks, RNG, grad mode, config, inputs, a KV cache)."""
+
+from __future__ import annotations
+
+import copy
+import re
+
+import torch
+from tiny_models import plain_model, tiny_llama
+from transcript import debug_transcript, outputs_of
+
+
+def inputs_of():
+    return {"input_ids": torch.arange(3, 10).unsqueeze(0), "attention_mask": torch.ones(1, 7, dtype=torch.long)}
+
+
+def program(model, other=None, state=None):
+    """Stops once; records what the commands must not change, before and after the stop."""
+    inputs = inputs_of()
+    before = (torch.get_rng_state().clone(), torch.is_grad_enabled(), model.config._attn_implementation)
+    breakpoint()
+    after = (torch.get_rng_state().clone(), torch.is_grad_enabled(), model.config._attn_implementation)
+    if state is not None:
+        state.update(before=before, after=after, dtypes={p.dtype for p in model.parameters()})
+    return model
+
+
+def no_hooks_left(*models) -> bool:
+    return all(not m._forward_hooks and not m._forward_pre_hooks for model in models for m in model.modules())
+
+
+def called_modules(model) -> int:
+    """Modules that run once in a forward: all but containers (a ModuleList is never called)."""
+    return sum(1 for m in model.modules() if not isinstance(m, torch.nn.ModuleList))
+
+
+def run(commands, model, other=None, width=120):
+    state = {}
+    chunks = outputs_of(debug_transcript(program, ["c", *commands, "c"], model, other, state, width=width))
+    return chunks, state
+
+
+def first_divergence(text: str) -> tuple[str, str] | None:
+    match = re.search(r"^first divergence: (\S+) \((\w+)\), call #\d+$", text, re.M)
+    return (match.group(1), match.group(2)) if match else None
+
+
+def table(text: str) -> list[list[str]]:
+    """The report's table rows split into cells (two spaces or more between cells)."""
+    lines = text.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.split()[:2] == ["#", "module"])
+    rows = []
+    for line in lines[head + 1:]:
+        if not re.match(r"^\s*\d+\s", line):
+            break
+        rows.append(re.split(r"\s{2,}", line.strip()))
+    return rows
+
+
+def test_bf16_copy_against_f32_stops_at_a_module_with_a_plausible_error_and_leaves_the_model_f32():
+    model = tiny_llama()
+    chunks, state = run(["diverge model(**inputs) --vs dtype=bfloat16"], model)
+    text = chunks[0]
+    assert text.splitlines()[0] == "diverge: model(**inputs)  vs  dtype=bfloat16"
+    assert "second run: a bfloat16 copy of LlamaForCausalLM (" in text and "floating inputs cast" in text
+    assert "rtol 0.016, atol 0.01 (defaults for f32 vs bf16" in text
+    where = first_divergence(text)
+    assert where is not None
+    path, cls = where
+    assert dict(model.named_modules())[path].__class__.__name__ == cls
+    rows = table(text)
+    assert rows[-1][1] == path and rows[-1][-1] == "DIFFERS"
+    assert all(r[-1] == "ok" for r in rows[:-1])
+    abs_err = float(re.search(r"first differing tensor: \S+ max abs ([\d.e+-]+), max rel", text).group(1))
+    assert 0.01 < abs_err < 1.0   # beyond atol 0.01, and bf16 rounding of a random tiny Llama stays far below 1
+    nonzero = [float(r[3]) for r in rows if r[3] != "0"]
+    assert nonzero and all(0 < e < 1.0 for e in nonzero)   # every row: bf16 rounding, none exact, none wild
+    assert re.search(r"^origin: (this module|not this module)", text, re.M)
+    assert state["dtypes"] == {torch.float32}
+    assert no_hooks_left(model)
+
+
+def test_same_dtype_reports_no_divergence_with_exact_zeros():
+    model = tiny_llama()
+    chunks, _ = run(["diverge model(**inputs) --vs dtype=float32 --all"], model)
+    text = chunks[0]
+    assert "second run: the model itself (LlamaForCausalLM is already f32)" in text
+    rows = table(text)
+    assert len(rows) == called_modules(model)
+    assert {r[3] for r in rows} == {"0"} and {r[4] for r in rows} == {"0"}
+    assert re.search(r"^no divergence: \d+ module calls compared, every output within tolerance$", text, re.M)
+    assert first_divergence(text) is None
+    assert no_hooks_left(model)
+
+
+def test_a_copy_with_one_layer_perturbed_names_exactly_that_layer_as_the_origin():
+    model = tiny_llama()
+    for layer_path in ("model.layers.1.mlp.down_proj", "model.layers.0.self_attn.k_proj"):
+        other = copy.deepcopy(model)
+        with torch.no_grad():
+            dict(other.named_modules())[layer_path].weight[3, 5] += 0.25
+        chunks, _ = run(["diverge model(**inputs) --vs other"], model, other)
+        text = chunks[0]
+        assert first_divergence(text) == (layer_path, "Linear")
+        assert "origin: this module — its inputs were identical, its outputs are not" in text
+        assert "second run: other (LlamaForCausalLM, same module tree)" in text
+        assert no_hooks_left(model, other)
+
+
+def test_eager_attention_switches_for_the_second_run_only_and_is_restored():
+    model = tiny_llama()
+    assert model.config._attn_implementation == "sdpa"
+    chunks, state = run(["diverge model(**inputs) --vs attn_implementation=eager --all"], model)
+    text = chunks[0]
+    assert "with attn_implementation=eager (was sdpa; restored afterwards)" in text
+    attn_rows = [r for r in table(text) if r[2] == "LlamaAttention"]
+    assert len(attn_rows) == 2 and all(r[-1] == "output[1] only in run 2" for r in attn_rows)  # eager's weights
+    assert state["after"][2] == "sdpa" and model.config._attn_implementation == "sdpa"
+    assert no_hooks_left(model)
+
+
+def test_rng_grad_mode_and_hooks_unchanged_even_in_training_mode():
+    model = tiny_llama(attention_dropout=0.5).train()
+    chunks, state = run(["diverge model(**inputs) --vs dtype=float32"], model)
+    text = chunks[0]
+    assert "note: the model is in training mode" in text
+    assert first_divergence(text) is None   # same RNG state before each run: the same dropout masks
+    before, after = state["before"], state["after"]
+    assert torch.equal(before[0], after[0]) and before[1] is after[1] is True
+    assert no_hooks_left(model)
+
+
+def test_bad_settings_and_expressions_are_one_line_errors():
+    model = tiny_llama()
+    commands = ["diverge model(**inputs) --vs dtype=int7", "diverge model(**inputs) --vs foo=bar",
+                "diverge model(**inputs)", "diverge inputs --vs dtype=bf16", "diverge len(inputs) --vs dtype=bf16",
+                "diverge model(**inputs) --vs nothere", "diverge model(**inputs) --vs inputs",
+                "diverge model(**inputs) --vs dtype=bf16 --rtol x"]
+    chunks, _ = run(commands, model)
+    assert chunks[:len(commands)] == [
+        "*** diverge: unknown dtype 'int7' (one of float32, bfloat16, float16, float64)",
+        "*** diverge: unknown setting 'foo' (dtype=X, attn_implementation=X, or an expression giving a second model)",
+        "*** diverge: --vs SETTING is required (usage: diverge EXPR --vs SETTING)",
+        "*** diverge: 'inputs' is not a call: EXPR must call a model (diverge model(**inputs) --vs ...)",
+        "*** diverge: 'len' is not a model (an nn.Module): EXPR must call a model in the frame",
+        "*** diverge: --vs cannot evaluate 'nothere': NameError: name 'nothere' is not defined",
+        "*** diverge: --vs inputs: not a model (an nn.Module) and not KEY=VALUE (dtype=X, attn_implementation=X)",
+        "*** diverge: bad value for --rtol: 'x': needs a number >= 0 (usage: diverge EXPR --vs SETTING [--rtol X] [--atol X] "
+        "[--max-mem SIZE] [--all])",
+    ]
+    assert no_hooks_left(model)
+
+
+def test_another_module_tree_is_refused_and_an_expression_that_raises_leaves_no_hook():
+    model = tiny_llama()
+    other = tiny_llama(num_hidden_layers=1)
+    chunks, _ = run(["diverge model(**inputs) --vs other",
+                     "diverge model(input_ids=inputs['input_ids'] + 1000) --vs dtype=bf16"], model, other)
+    assert chunks[0].startswith("*** diverge: other has another module tree: module ")
+    assert "error: run 1 raised IndexError: " in chunks[1] and "(nothing compared; hooks removed)" in chunks[1]
+    assert no_hooks_left(model, other)
+
+
+def test_a_small_memory_budget_compares_the_first_calls_and_says_so():
+    model = tiny_llama()
+    chunks, _ = run(["diverge model(**inputs) --vs dtype=float32 --max-mem 20K"], model)
+    text = chunks[0]
+    match = re.search(r"memory: the records reached the budget of 20.0 KiB at call #(\d+): only the (\d+) calls "
+                      r"recorded before were compared, of (\d+) \(raise --max-mem\)", text)
+    assert match is not None
+    compared, total = int(match.group(2)), int(match.group(3))
+    assert 0 < compared < total == called_modules(model)
+    assert f"no divergence: {compared} module calls compared (only the calls recorded: see memory)" in text
+
+
+class Holder:
+    def __init__(self, net):
+        self.net = net
+
+
+def plain_program(holder):
+    x = torch.randn(1, 5, 32)
+    breakpoint()
+    return x
+
+
+def test_a_block_reached_through_attributes_runs_as_a_bf16_copy_with_its_float_input_cast():
+    holder = Holder(plain_model())
+    chunks = outputs_of(debug_transcript(plain_program, ["c", "diverge holder.net.blocks[0](x) --vs dtype=bf16",
+                                                         "p x.dtype", "c"], holder))
+    text = chunks[0]
+    assert "second run: a bfloat16 copy of PlainAttention (" in text
+    assert [r[1] for r in table(text)][-1] in ("(root)", ".qkv", "qkv", "out")
+    assert first_divergence(text) is not None or "no divergence: 3 module calls compared" in text
+    assert chunks[1] == "torch.float32"    # the program's x is not cast
+    assert {p.dtype for p in holder.net.parameters()} == {torch.float32}
+    assert no_hooks_left(holder.net)
+
+
+def cache_program(model):
+    from transformers import DynamicCache
+
+    inputs = inputs_of()
+    cache = DynamicCache(config=model.config)
+    with torch.no_grad():
+        model(**inputs, cache=cache)
+    ids = torch.tensor([[11]])
+    breakpoint()
+    return cache.get_seq_length()
+
+
+def test_a_kv_cache_passed_in_is_copied_for_each_run():
+    model = tiny_llama()
+    state = {}
+
+    def wrapped():
+        state["length"] = cache_program(model)
+
+    chunks = outputs_of(debug_transcript(wrapped, ["c", "diverge model(input_ids=ids, cache=cache) "
+                                                        "--vs dtype=float32", "c"]))
+    assert "note: cache holds a KV cache: each run got its own copy (the program's is unchanged)" in chunks[0]
+    assert "no divergence:" in chunks[0]
+    assert state["length"] == 7   # the program's cache holds the 7 prompt tokens, not 7 + 1 + 1
+    assert no_hooks_left(model)
