@@ -230,13 +230,16 @@ def same_randomness(torch):
 
 
 def dropout_note(model) -> str | None:
-    """A warning when the model is in training mode with dropout: both runs start from the same RNG state,
-    so their masks match only while they draw random numbers alike."""
+    """A warning when the model is in training mode with dropout (a ``Dropout`` module, or a config's
+    ``*dropout`` value > 0): both runs start from the same RNG state, so their masks match only while they
+    draw random numbers alike."""
     if not module_attr(model, "training", False):
         return None
     ps = [stored(m, "p", 0) for m in model.modules() if type(m).__name__.startswith("Dropout")]
-    ps = [p for p in ps if isinstance(p, float) and p > 0]
+    config = module_attr(model, "config", None)
+    ps += [v for k, v in instance_dict(config).items() if str(k).endswith("dropout")] if config is not None else []
+    ps = [p for p in ps if type(p) in (float, int) and p > 0]
     if not ps:
-        return "the model is in training mode (no dropout module with p > 0 found)"
+        return "the model is in training mode (no dropout > 0 found)"
     return (f"the model is in training mode with dropout (p up to {max(ps)}): both runs start from the same RNG "
             "state, so masks match only while both draw random numbers alike")

@@ -146,13 +146,13 @@ def compare_tensors(where: str, a, b, *, rtol: float | None = None, atol: float 
     same = (x == y) | both_nan
     diff = torch.where(same, torch.zeros((), dtype=x.real.dtype if x.is_complex() else dtype, device=x.device),
                        (x - y).abs())
-    diff = torch.nan_to_num(diff, nan=math.inf)            # NaN on one side only, or inf - inf of two signs
+    diff = torch.nan_to_num(diff, nan=math.inf, posinf=math.inf)            # NaN on one side only, or inf - inf of two signs
     ref = x.abs()
-    limit = atol + rtol * ref
-    bad = diff > limit
+    ref = torch.where(torch.isnan(ref), torch.zeros_like(ref), ref)
+    bad = (diff > atol + rtol * ref) | torch.isinf(diff)   # an inf difference is never within tolerance
     count = int(bad.sum())
     max_abs = float(diff.max())
-    rel = torch.where(diff == 0, torch.zeros_like(diff), diff / ref)
+    rel = torch.where(diff == 0, torch.zeros_like(diff), torch.where(torch.isinf(diff), diff, diff / ref))
     max_rel = float(rel.max())
     note = ""
     only = int((torch.isnan(x) ^ torch.isnan(y)).sum())

@@ -124,7 +124,7 @@ def test_rng_grad_mode_and_hooks_unchanged_even_in_training_mode():
     model = tiny_llama(attention_dropout=0.5).train()
     chunks, state = run(["diverge model(**inputs) --vs dtype=float32"], model)
     text = chunks[0]
-    assert "note: the model is in training mode" in text
+    assert "note: the model is in training mode with dropout (p up to 0.5): both runs start from the same RNG" in text
     assert first_divergence(text) is None   # same RNG state before each run: the same dropout masks
     before, after = state["before"], state["after"]
     assert torch.equal(before[0], after[0]) and before[1] is after[1] is True
