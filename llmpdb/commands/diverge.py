@@ -179,11 +179,12 @@ class DivergeCommands:
     @command
     def do_diverge(self, arg):
         """diverge EXPR --vs SETTING [--rtol X] [--atol X] [--max-mem SIZE] [--all]
-        Run EXPR (a call of a model in the frame) twice under forward hooks on every module, the second
-        time changed by SETTING, and report module by module, in the order outputs are produced, the max
-        abs and max rel error of the outputs, up to the first module whose outputs differ beyond the
-        tolerance: its path and class, the first differing tensor, and whether its inputs already differed
-        (the difference then arose in the enclosing module's own code).
+        Find the first module whose outputs change when SETTING changes. EXPR (a call of a model in the
+        frame) runs twice under forward hooks on every module, the second time changed by SETTING; the
+        report lists module by module, in the order outputs are produced, the max abs and max rel error
+        of the outputs, up to the first module whose outputs differ beyond the tolerance: its path and
+        class, the first differing tensor, and whether its inputs already differed (the difference then
+        arose in the enclosing module's own code).
           --vs dtype=X                 a deep copy of the model in X (bfloat16, float16, float32, float64);
                                        floating inputs cast; the model itself is never cast
           --vs attn_implementation=X   the same model with another attention kernel (eager, sdpa...),
@@ -244,7 +245,7 @@ class DivergeCommands:
         r, a = default_tolerance(d1, d2) if d1 is not None and d2 is not None else (None, None)
         tol = (f"rtol {number(rtol if rtol is not None else r)}, atol {number(atol if atol is not None else a)}"
                + ("" if rtol is not None and atol is not None else
-                  f" (defaults for {short_dtype(d1)} vs {short_dtype(d2)}, by each tensor's dtypes)"))
+                  f" ({short_dtype(d1)} vs {short_dtype(d2)} defaults)"))
         first = RunRecorder(hooked_modules(model, _paths(model)), budget)
         second = RunComparer(hooked_modules(second_model, _paths(second_model)), first, rtol=rtol, atol=atol)
         report = DivergeReport(args.rest, "", "", tolerance=tol, budget=budget)

@@ -5,7 +5,7 @@ Usage::
     render_diverge(report, width=100, show_all=False)
 
 One row per compared call (#: its rank in start order, module path, class, max abs and max rel error of
-its outputs, ``ok`` or ``DIFFERS``), up to and including the first that differs; without ``show_all`` only
+its outputs, ``ok`` or ``DIFFERS``; ``*``: a tensor of one run only, named below the table), up to and including the first that differs; without ``show_all`` only
 the last ``TAIL`` rows before it are listed (the ones before are counted). Then the first differing
 tensor, whether the module's inputs already differed (where the difference comes from), and every limit
 of the answer (memory budget, a different call structure, hooks that failed).
@@ -34,16 +34,23 @@ def number(value: float | None) -> str:
     return f"{value:.3g}" if 1e-2 <= abs(value) < 1e4 else f"{value:.2e}"
 
 
-def row_note(call: CallCompare) -> str:
-    """``output[1] only in run 2``: tensors of one run only, or any other remark on the outputs."""
-    notes = [f"{d.where} {d.note}" for d in call.outputs if d.note]
-    return notes[0] + (f" (+{len(notes) - 1})" if len(notes) > 1 else "") if notes else ""
+def row_notes(call: CallCompare) -> list[str]:
+    """``output[1] only in run 2``: tensors of one run only (not compared), or another remark on the outputs."""
+    return [f"{d.where} {d.note}" for d in call.outputs if d.note]
 
 
 def _row(call: CallCompare, style: Style) -> list[str]:
     status = style.bad("DIFFERS") if call.beyond else "ok"
     return [str(call.order), call.path, call.class_name, number(call.largest("abs")), number(call.largest("rel")),
-            status, row_note(call)]
+            status + ("*" if row_notes(call) else "")]
+
+
+def _footnote(rows: list[CallCompare]) -> str | None:
+    notes = [f"{c.path} {n}" for c in rows for n in row_notes(c)]
+    if not notes:
+        return None
+    more = f" (+{len(notes) - 3})" if len(notes) > 3 else ""
+    return "* " + "; ".join(notes[:3]) + more
 
 
 def _diff_text(d: TensorDiff) -> str:
@@ -83,10 +90,11 @@ def _table(report: DivergeReport, width: int, style: Style, show_all: bool) -> l
     if skipped:
         lines.append(style.dim(f"… {plural(skipped, 'earlier module call')} matched (--all lists them)"))
     body = [_row(c, style) for c in rows]
-    headers = ["#", "module", "class", "max abs", "max rel", "", "note"]
-    if not any(r[-1] for r in body):
-        headers, body = headers[:-1], [r[:-1] for r in body]
-    lines.append(render_table(headers, body, width=width, shrink=(6, 1, 2), right=(0, 3, 4), style=style))
+    lines.append(render_table(["#", "module", "class", "max abs", "max rel", ""], body, width=width,
+                              shrink=(1, 2), right=(0, 3, 4), style=style))
+    footnote = _footnote(rows)
+    if footnote:
+        lines.append(style.dim(footnote))
     return lines
 
 
@@ -95,7 +103,7 @@ def render_diverge(report: DivergeReport, *, width: int = 100, show_all: bool = 
     """Usage: ``render_diverge(report, width=100)``; the whole report as text."""
     style = style or Style()
     out = [f"diverge: {report.expr}  vs  {report.setting}", style.dim(f"  second run: {report.variant}"),
-           style.dim(f"  tolerance: {report.tolerance}; |a-b| <= atol + rtol·|a|, a from run 1, in float32")]
+           style.dim(f"  tolerance: {report.tolerance}; |a-b| <= atol + rtol·|a| in float32, a: run 1")]
     out.extend(style.warn(f"  note: {n}") for n in report.notes)
     if report.rows:
         out.extend(_table(report, width, style, show_all))

@@ -64,7 +64,7 @@ def test_bf16_copy_against_f32_stops_at_a_module_with_a_plausible_error_and_leav
     text = chunks[0]
     assert text.splitlines()[0] == "diverge: model(**inputs)  vs  dtype=bfloat16"
     assert "second run: a bfloat16 copy of LlamaForCausalLM (" in text and "floating inputs cast" in text
-    assert "rtol 0.016, atol 0.01 (defaults for f32 vs bf16" in text
+    assert "rtol 0.016, atol 0.01 (f32 vs bf16 defaults)" in text
     where = first_divergence(text)
     assert where is not None
     path, cls = where
@@ -115,7 +115,10 @@ def test_eager_attention_switches_for_the_second_run_only_and_is_restored():
     text = chunks[0]
     assert "with attn_implementation=eager (was sdpa; restored afterwards)" in text
     attn_rows = [r for r in table(text) if r[2] == "LlamaAttention"]
-    assert len(attn_rows) == 2 and all(r[-1] == "output[1] only in run 2" for r in attn_rows)  # eager's weights
+    assert len(attn_rows) == 2 and all(r[-1] == "ok*" for r in attn_rows)
+    footnote = next(line for line in text.splitlines() if line.startswith("* "))
+    assert footnote == ("* model.layers.0.self_attn output[1] only in run 2; "       # eager's attention weights
+                        "model.layers.1.self_attn output[1] only in run 2")
     assert state["after"][2] == "sdpa" and model.config._attn_implementation == "sdpa"
     assert no_hooks_left(model)
 
