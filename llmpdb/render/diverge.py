@@ -58,7 +58,7 @@ def _diff_text(d: TensorDiff) -> str:
         return f"{d.where}: {d.note}"
     text = f"{d.where}: max abs {number(d.max_abs)}, max rel {number(d.max_rel)}"
     if d.beyond and d.numel:
-        text += f" ({d.count} of {d.numel} values beyond atol {number(d.atol)} + rtol {number(d.rtol)}·|ref|)"
+        text += f"\n    {d.count} of {d.numel} values beyond atol {number(d.atol)} + rtol {number(d.rtol)}·|a|"
     return text + (f"; {d.note}" if d.note else "")
 
 
@@ -117,7 +117,7 @@ def render_diverge(report: DivergeReport, *, width: int = 100, show_all: bool = 
         out.append(style.bad(f"the two runs call different modules: {report.structure}"))
     elif not report.errors:
         largest = max(report.rows, key=lambda c: c.largest("abs") or 0, default=None)
-        where = (f"; largest max abs {number(largest.largest('abs'))} at {largest.path}"
+        where = (f"\n  largest max abs {number(largest.largest('abs'))} at {largest.path}"
                  if largest is not None and largest.largest("abs") else "")
         scope = " (only the calls recorded: see memory)" if report.over_budget_at is not None else ""
         out.append(f"no divergence: {plural(len(report.rows), 'module call')} compared{scope}, every output within "

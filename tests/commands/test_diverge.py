@@ -73,6 +73,7 @@ def test_bf16_copy_against_f32_stops_at_a_module_with_a_plausible_error_and_leav
     assert rows[-1][1] == path and rows[-1][-1] == "DIFFERS"
     assert all(r[-1] == "ok" for r in rows[:-1])
     abs_err = float(re.search(r"first differing tensor: \S+ max abs ([\d.e+-]+), max rel", text).group(1))
+    assert re.search(r"^    \d+ of \d+ values beyond atol 0.01 \+ rtol 0.016·\|a\|$", text, re.M)
     assert 0.01 < abs_err < 1.0   # beyond atol 0.01, and bf16 rounding of a random tiny Llama stays far below 1
     nonzero = [float(r[3]) for r in rows if r[3] != "0"]
     assert nonzero and all(0 < e < 1.0 for e in nonzero)   # every row: bf16 rounding, none exact, none wild
