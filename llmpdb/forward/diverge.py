@@ -215,7 +215,8 @@ class RunComparer(_HookedRun):
         records = self.first_run.records
         path = self._labels.get(id(module), "?")
         if index >= len(records):
-            self.structure = f"run 2 calls {path} ({type(module).__name__}) as call {index}; run 1 made {len(records)} calls"
+            self.structure = (f"run 2 calls {path} ({type(module).__name__}) as call {index}; "
+                              f"run 1 made {len(records)} calls")
             return
         record = records[index]
         if record.path != path or record.class_name != type(module).__name__:

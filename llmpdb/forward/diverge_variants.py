@@ -111,9 +111,8 @@ def dtype_copy(model, dtype) -> tuple[object, int]:
     and buffer in ``dtype`` (others copied as they are). Raises ``MemoryError`` when the device lacks room."""
     torch = sys.modules["torch"]
     tensors = _tensors_of(model)
-    size = lambda t: int(t.numel()) * (torch.empty((), dtype=dtype).element_size() if t.is_floating_point()  # noqa: E731
-                                       else int(t.element_size()))
-    cost = sum(size(t) for t in tensors)
+    item = torch.empty((), dtype=dtype).element_size()
+    cost = sum(int(t.numel()) * (item if t.is_floating_point() else int(t.element_size())) for t in tensors)
     device = tensors[0].device if tensors else None
     free = free_bytes(device) if device is not None else None
     if free is not None and cost > 0.8 * free:

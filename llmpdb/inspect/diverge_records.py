@@ -146,7 +146,7 @@ def compare_tensors(where: str, a, b, *, rtol: float | None = None, atol: float 
     same = (x == y) | both_nan
     diff = torch.where(same, torch.zeros((), dtype=x.real.dtype if x.is_complex() else dtype, device=x.device),
                        (x - y).abs())
-    diff = torch.nan_to_num(diff, nan=math.inf, posinf=math.inf)            # NaN on one side only, or inf - inf of two signs
+    diff = torch.nan_to_num(diff, nan=math.inf, posinf=math.inf)   # NaN on one side only, or inf - inf
     ref = x.abs()
     ref = torch.where(torch.isnan(ref), torch.zeros_like(ref), ref)
     bad = (diff > atol + rtol * ref) | torch.isinf(diff)   # an inf difference is never within tolerance

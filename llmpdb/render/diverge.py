@@ -5,7 +5,8 @@ Usage::
     render_diverge(report, width=100, show_all=False)
 
 One row per compared call (#: its rank in start order, module path, class, max abs and max rel error of
-its outputs, ``ok`` or ``DIFFERS``; ``*``: a tensor of one run only, named below the table), up to and including the first that differs; without ``show_all`` only
+its outputs, ``ok`` or ``DIFFERS``; ``*``: a tensor of one run only, named below the table), up to and
+including the first that differs; without ``show_all`` only
 the last ``TAIL`` rows before it are listed (the ones before are counted). Then the first differing
 tensor, whether the module's inputs already differed (where the difference comes from), and every limit
 of the answer (memory budget, a different call structure, hooks that failed).

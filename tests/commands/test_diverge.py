@@ -26,8 +26,13 @@ def program(model, other=None, state=None):
     return model
 
 
+HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_always_called",
+              "_forward_pre_hooks_with_kwargs")
+
+
 def no_hooks_left(*models) -> bool:
-    return all(not m._forward_hooks and not m._forward_pre_hooks for model in models for m in model.modules())
+    """Every hook dict torch keeps on a module is empty (``always_call`` and ``with_kwargs`` keep their own)."""
+    return all(not getattr(m, name) for model in models for m in model.modules() for name in HOOK_DICTS)
 
 
 def called_modules(model) -> int:
@@ -150,8 +155,8 @@ def test_bad_settings_and_expressions_are_one_line_errors():
         "*** diverge: 'len' is not a model (an nn.Module): EXPR must call a model in the frame",
         "*** diverge: --vs cannot evaluate 'nothere': NameError: name 'nothere' is not defined",
         "*** diverge: --vs inputs: not a model (an nn.Module) and not KEY=VALUE (dtype=X, attn_implementation=X)",
-        "*** diverge: bad value for --rtol: 'x': needs a number >= 0 (usage: diverge EXPR --vs SETTING [--rtol X] [--atol X] "
-        "[--max-mem SIZE] [--all])",
+        "*** diverge: bad value for --rtol: 'x': needs a number >= 0 (usage: diverge EXPR --vs SETTING "
+        "[--rtol X] [--atol X] [--max-mem SIZE] [--all])",
     ]
     assert no_hooks_left(model)
 
