@@ -5,6 +5,7 @@ Usage (at the prompt)::
     diverge model(**inputs) --vs dtype=bfloat16              a bfloat16 copy of the model (inputs cast)
     diverge model(**inputs) --vs attn_implementation=eager   the same model, another attention kernel
     diverge model(**inputs) --vs reference                   a second model with the same module tree
+    diverge model(**inputs) --vs ckpt=out/checkpoint-500     a copy of the model with those weights
     diverge model(x) --vs dtype=float16 --rtol 1e-2 --atol 1e-3 --max-mem 8G --all
 
 EXPR must be a call of a model in the frame (``model(...)``, ``self.lm(...)``, ``model.generate(...)``):
@@ -22,8 +23,8 @@ import copy
 import sys
 
 from ..forward.diverge import RunComparer, RunRecorder, hooked_modules
-from ..forward.diverge_variants import (SettingError, attn_implementation, cast_floats, current_attn, dropout_note,
-                                        dtype_copy, free_bytes, parse_setting, same_randomness)
+from ..forward.diverge_variants import (SettingError, attn_implementation, cast_floats, checkpoint_copy, current_attn,
+                                        dropout_note, dtype_copy, free_bytes, parse_setting, same_randomness)
 from ..inspect.diverge_records import DivergeReport, default_tolerance
 from ..inspect.kinds import is_hf, is_module, module_attr
 from ..inspect.modules import model_names
@@ -151,6 +152,14 @@ class DivergeCommands:
                 raise CommandError(str(exc)) from None
             return cast_model, (f"a {setting.text[6:]} copy of {name} ({human_bytes(cost)}, freed afterwards); "
                           "floating inputs cast"), setting.value, None
+        if setting.kind == "ckpt":
+            try:
+                twin, cost, found = checkpoint_copy(model, setting.value)
+            except SettingError as exc:
+                raise CommandError(str(exc)) from None
+            notes.extend(found)
+            text = f"a copy of {name} with the weights of {setting.value} ({human_bytes(cost)}, freed afterwards)"
+            return twin, text, None, None
         if setting.kind == "attn":
             before = current_attn(model)
             if module_config_missing(model):
@@ -189,6 +198,8 @@ class DivergeCommands:
                                        floating inputs cast; the model itself is never cast
           --vs attn_implementation=X   the same model with another attention kernel (eager, sdpa...),
                                        restored afterwards
+          --vs ckpt=PATH               a deep copy of the model with a checkpoint's weights (safetensors,
+                                       a weights-only torch.save file, a sharded folder)
           --vs OTHER                   an expression giving a second model with the same module tree
           --rtol/--atol                |a-b| <= atol + rtol*|a| (default per dtype, the looser of the pair:
                                        f32 1.3e-6/1e-5, f16 1e-3/1e-3, bf16 1.6e-2/1e-2)

@@ -5,6 +5,7 @@ Usage::
     setting = parse_setting("dtype=bf16")          # Setting("dtype", torch.bfloat16, "dtype=bfloat16")
     copy, cost = dtype_copy(model, torch.bfloat16)  # a cast deep copy; the user's model is never touched
     cast_floats(inputs, torch.bfloat16)             # new containers with floating tensors cast
+    copy, cost, notes = checkpoint_copy(model, "ckpt/")  # a deep copy with a checkpoint's weights loaded
     with attn_implementation(model, "eager"):       # config switched, restored in a finally
         model(**inputs)
     with same_randomness(torch) as reset:           # RNG saved; reset() before each run; restored at the end
@@ -15,23 +16,28 @@ deep copy whose floating parameters and buffers are created in ``X`` directly (t
 the old precision), after checking that the device has room for it. ``attn_implementation=X`` uses the
 transformers API ``set_attn_implementation`` where the model has it (else the config's
 ``_attn_implementation``) and restores every config's stored value afterwards, however the run ends.
+``ckpt=PATH`` loads a checkpoint (a ``.safetensors`` file, a ``torch.save`` pickle, a sharded folder or an
+index) into a deep copy, after ``read_checkpoint`` vetted it (no pickle that runs code, no FIFO, no zip
+bomb) and its shapes matched the model's; pickles load with ``weights_only=True``.
 """
 
 from __future__ import annotations
 
 import copy
+import os
 import sys
 from collections import UserDict
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from ..inspect.checkpoint import CheckpointError, find_state_dict, read_checkpoint
 from ..inspect.kinds import instance_dict, is_hf, library_method, module_attr, stored
 from ..inspect.safe import is_tensor, safe_getattr
 from ..units import human_bytes
 
 __all__ = ["Setting", "SettingError", "parse_setting", "dtype_copy", "cast_floats", "attn_implementation",
-           "same_randomness", "free_bytes", "dropout_note", "DTYPE_NAMES"]
+           "same_randomness", "free_bytes", "dropout_note", "DTYPE_NAMES", "checkpoint_copy"]
 
 DTYPE_NAMES = {"float32": "float32", "fp32": "float32", "f32": "float32", "float": "float32",
                "bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16",
@@ -46,8 +52,8 @@ class SettingError(ValueError):
 
 @dataclass(frozen=True)
 class Setting:
-    kind: str      # "dtype", "attn" or "model"
-    value: Any     # a torch dtype, an implementation name, or the expression of the other model
+    kind: str      # "dtype", "attn", "ckpt" or "model"
+    value: Any     # a torch dtype, an implementation name, a checkpoint path, or the other model's expression
     text: str
 
 
@@ -68,8 +74,13 @@ def parse_setting(text: str) -> Setting:
             if not value.replace("_", "").replace("-", "").replace("/", "").isalnum():
                 raise SettingError(f"bad attention implementation {value!r} (eager, sdpa, flash_attention_2...)")
             return Setting("attn", value.strip("'\""), f"attn_implementation={value.strip(chr(39) + chr(34))}")
-        raise SettingError(f"unknown setting {key!r} (dtype=X, attn_implementation=X, or an expression "
-                           "giving a second model)")
+        if key == "ckpt":
+            path = value.strip("'\"")
+            if not path:
+                raise SettingError("ckpt= needs a path (a .safetensors file, a torch.save file or a folder)")
+            return Setting("ckpt", path, f"ckpt={path}")
+        raise SettingError(f"unknown setting {key!r} (dtype=X, attn_implementation=X, ckpt=PATH, or an "
+                           "expression giving a second model)")
     return Setting("model", text, text)
 
 
@@ -128,6 +139,60 @@ def dtype_copy(model, dtype) -> tuple[object, int]:
                 cast = torch.nn.Parameter(cast, requires_grad=t.requires_grad)
             memo[id(t)] = cast
     return copy.deepcopy(model, memo), cost
+
+
+def _load_file(path: str, device, nested: str | None) -> dict:
+    torch = sys.modules["torch"]
+    if path.endswith(".safetensors"):
+        from safetensors.torch import load_file
+        return load_file(path, device=str(device))
+    loaded = torch.load(path, weights_only=True, map_location=device)
+    return find_state_dict(loaded, os.path.basename(path))[0]
+
+
+def checkpoint_copy(model, path: str) -> tuple[object, int, list[str]]:
+    """Usage: ``copy, nbytes, notes = checkpoint_copy(model, "ckpt/")``; a deep copy of ``model`` with the
+    checkpoint's tensors copied into it (cast to the model's dtypes). Raises ``SettingError`` with one line
+    for a checkpoint that cannot be read, does not fit the model's shapes, or would not fit in memory."""
+    try:
+        info = read_checkpoint(path)
+    except CheckpointError as exc:
+        raise SettingError(str(exc)) from None
+    own = {k: (tuple(v.shape), v) for k, v in model.state_dict().items()}
+    wrong = [k for k, meta in info.tensors.items() if k in own and tuple(meta.shape) != own[k][0]]
+    if wrong:
+        k = wrong[0]
+        raise SettingError(f"{path}: {len(wrong)} tensor(s) of another shape than the model's, e.g. {k} "
+                           f"{tuple(info.tensors[k].shape)} vs {own[k][0]}")
+    shared = [k for k in info.tensors if k in own]
+    if not shared:
+        raise SettingError(f"{path}: no tensor name in common with the model (first: {next(iter(info.tensors), '?')})")
+    tensors = _tensors_of(model)
+    cost = sum(int(t.numel()) * int(t.element_size()) for t in tensors)
+    device = tensors[0].device if tensors else "cpu"
+    free = free_bytes(device)
+    if free is not None and cost > 0.8 * free:
+        raise SettingError(f"a copy of the model for {path} needs {human_bytes(cost)}; only {human_bytes(free)} free")
+    notes = list(info.notes)
+    missing = [k for k in own if k not in info.tensors]
+    if missing:
+        notes.append(f"{len(missing)} model tensor(s) not in {os.path.basename(path.rstrip(os.sep))} keep the "
+                     f"model's values (e.g. {missing[0]})")
+    extra = [k for k in info.tensors if k not in own]
+    if extra:
+        notes.append(f"{len(extra)} checkpoint tensor(s) the model does not have were ignored (e.g. {extra[0]})")
+    cast = sorted({f"{info.tensors[k].dtype} → {str(own[k][1].dtype).removeprefix('torch.')}" for k in shared
+                   if info.tensors[k].dtype != str(own[k][1].dtype).removeprefix("torch.")})
+    if cast:
+        notes.append(f"checkpoint tensors cast to the model's dtypes ({', '.join(cast)})")
+    twin = copy.deepcopy(model)
+    try:
+        with sys.modules["torch"].no_grad():
+            for file in info.files:
+                twin.load_state_dict(_load_file(file, device, info.nested_under), strict=False)
+    except Exception as exc:
+        raise SettingError(f"{path}: cannot load: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}") from None
+    return twin, cost, notes
 
 
 def cast_floats(value: Any, dtype, depth: int = 3) -> Any:

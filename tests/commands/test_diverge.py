@@ -149,7 +149,8 @@ def test_bad_settings_and_expressions_are_one_line_errors():
     chunks, _ = run(commands, model)
     assert chunks[:len(commands)] == [
         "*** diverge: unknown dtype 'int7' (one of float32, bfloat16, float16, float64)",
-        "*** diverge: unknown setting 'foo' (dtype=X, attn_implementation=X, or an expression giving a second model)",
+        "*** diverge: unknown setting 'foo' (dtype=X, attn_implementation=X, ckpt=PATH, or an expression giving a "
+        "second model)",
         "*** diverge: --vs SETTING is required (usage: diverge EXPR --vs SETTING)",
         "*** diverge: 'inputs' is not a call: EXPR must call a model (diverge model(**inputs) --vs ...)",
         "*** diverge: 'len' is not a model (an nn.Module): EXPR must call a model in the frame",
@@ -231,4 +232,29 @@ def test_a_kv_cache_passed_in_is_copied_for_each_run():
     assert "note: cache holds a KV cache: each run got its own copy (the program's is unchanged)" in chunks[0]
     assert "no divergence:" in chunks[0]
     assert state["length"] == 7   # the program's cache holds the 7 prompt tokens, not 7 + 1 + 1
+    assert no_hooks_left(model)
+
+
+def test_a_checkpoint_with_one_weight_changed_names_that_module_and_the_model_keeps_its_weights(tmp_path):
+    from safetensors.torch import save_file
+
+    model = tiny_llama()
+    weights = {k: v.clone() for k, v in model.state_dict().items() if k != "lm_head.weight"}  # tied to embed
+    weights["model.layers.0.mlp.up_proj.weight"][1, 2] += 0.5
+    save_file(weights, str(tmp_path / "model.safetensors"))
+    torch.save({"model_state_dict": weights, "step": 3}, tmp_path / "ckpt.pt")
+    torch.save({"model.norm.weight": torch.ones(3)}, tmp_path / "wrong.pt")
+    before = model.model.layers[0].mlp.up_proj.weight.clone()
+    chunks, _ = run([f"diverge model(**inputs) --vs ckpt={tmp_path / 'model.safetensors'}",
+                     f"diverge model(**inputs) --vs ckpt={tmp_path / 'ckpt.pt'}",
+                     f"diverge model(**inputs) --vs ckpt={tmp_path / 'wrong.pt'}",
+                     f"diverge model(**inputs) --vs ckpt={tmp_path / 'absent.pt'}"], model)
+    for text in chunks[:2]:
+        assert first_divergence(text) == ("model.layers.0.mlp.up_proj", "Linear")
+        assert "origin: this module — its inputs were identical, its outputs are not" in text
+        assert "note: 1 model tensor(s) not in " in text and "keep the model's values (e.g. lm_head.weight)" in text
+    assert chunks[2] == (f"*** diverge: {tmp_path / 'wrong.pt'}: 1 tensor(s) of another shape than the model's, "
+                         "e.g. model.norm.weight (3,) vs (64,)")
+    assert chunks[3] == f"*** diverge: {tmp_path / 'absent.pt'}: no such file or folder"
+    assert torch.equal(model.model.layers[0].mlp.up_proj.weight, before)
     assert no_hooks_left(model)
