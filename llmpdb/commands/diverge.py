@@ -174,7 +174,7 @@ class DivergeCommands:
             raise CommandError(f"--vs {exc}") from None
         if not is_module(other):
             raise CommandError(f"--vs {setting.text}: not a model (an nn.Module) and not KEY=VALUE "
-                               "(dtype=X, attn_implementation=X)")
+                               "(dtype=X, attn_implementation=X, ckpt=PATH)")
         mine, theirs = _tree(model), _tree(other)
         if mine != theirs:
             at = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), min(len(mine), len(theirs)))

@@ -129,6 +129,17 @@ def test_eager_attention_switches_for_the_second_run_only_and_is_restored():
     assert no_hooks_left(model)
 
 
+def test_an_attention_kernel_that_cannot_be_set_is_one_line_and_the_config_is_unchanged():
+    model = tiny_llama()
+    chunks, state = run(["diverge model(**inputs) --vs attn_implementation=flash_attention_2",
+                         "diverge model(**inputs) --vs attn_implementation=bogus"], model)
+    for chunk in chunks[:2]:
+        assert chunk.startswith("*** diverge: attn_implementation=") and " refused: " in chunk
+        assert "\n" not in chunk
+    assert state["after"][2] == "sdpa" and model.config._attn_implementation_internal == "sdpa"
+    assert no_hooks_left(model)
+
+
 def test_rng_grad_mode_and_hooks_unchanged_even_in_training_mode():
     model = tiny_llama(attention_dropout=0.5).train()
     chunks, state = run(["diverge model(**inputs) --vs dtype=float32"], model)
@@ -155,7 +166,8 @@ def test_bad_settings_and_expressions_are_one_line_errors():
         "*** diverge: 'inputs' is not a call: EXPR must call a model (diverge model(**inputs) --vs ...)",
         "*** diverge: 'len' is not a model (an nn.Module): EXPR must call a model in the frame",
         "*** diverge: --vs cannot evaluate 'nothere': NameError: name 'nothere' is not defined",
-        "*** diverge: --vs inputs: not a model (an nn.Module) and not KEY=VALUE (dtype=X, attn_implementation=X)",
+        "*** diverge: --vs inputs: not a model (an nn.Module) and not KEY=VALUE (dtype=X, attn_implementation=X, "
+        "ckpt=PATH)",
         "*** diverge: bad value for --rtol: 'x': needs a number >= 0 (usage: diverge EXPR --vs SETTING "
         "[--rtol X] [--atol X] [--max-mem SIZE] [--all])",
     ]
