@@ -261,7 +261,8 @@ def attn_implementation(model, name: str):
             else:
                 configs[0]._attn_implementation = name
         except Exception as exc:
-            raise SettingError(f"attn_implementation={name} refused: {type(exc).__name__}: {exc}") from None
+            first = (str(exc).strip().splitlines() or [""])[0][:200]
+            raise SettingError(f"attn_implementation={name} refused: {type(exc).__name__}: {first}") from None
         if current_attn(model) != name:
             raise SettingError(f"{type(model).__name__} kept attn_implementation={current_attn(model)!r}: it cannot "
                                f"switch to {name!r} at runtime")
