@@ -71,13 +71,14 @@ def _origin(call: CallCompare) -> str:
         largest = call.largest("abs", inputs=True)
         same = "identical" if not largest else f"within tolerance (max abs {number(largest)})"
         return f"origin: this module — its inputs were {same}, its outputs are not"
-    lines = [f"origin: not this module — its input {_diff_text(bad)} already differed"]
+    head, _, rest = _diff_text(bad).partition(": ")
+    lines = [f"origin: not this module — its input {head} already differed: {rest}"]
     if call.enclosing is None:
         lines.append("  the expression's own inputs differ between the two runs")
     else:
         path, cls = call.enclosing
-        lines.append(f"  every module output before it matched: the difference arose in the code of {path} ({cls}) "
-                     "outside its submodule calls")
+        lines.append("  every module output before it matched: the difference arose in the code of")
+        lines.append(f"  {path} ({cls}), outside its submodule calls")
     return "\n".join(lines)
 
 

@@ -270,3 +270,20 @@ def test_a_checkpoint_with_one_weight_changed_names_that_module_and_the_model_ke
     assert chunks[3] == f"*** diverge: {tmp_path / 'absent.pt'}: no such file or folder"
     assert torch.equal(model.model.layers[0].mlp.up_proj.weight, before)
     assert no_hooks_left(model)
+
+
+def test_a_change_in_non_module_code_is_traced_to_the_enclosing_module():
+    model = tiny_llama()
+    other = copy.deepcopy(model)
+    other.model.layers[0].self_attn.scaling *= 1.5   # used by the attention function, not by a submodule
+    chunks, _ = run(["diverge model(**inputs) --vs other"], model, other)
+    text = chunks[0]
+    assert first_divergence(text) == ("model.layers.0.self_attn.o_proj", "Linear")
+    assert re.search(r"^origin: not this module — its input input\[0\] already differed: max abs [\d.e+-]+, "
+                     r"max rel [\d.e+-]+$",
+                     text, re.M)
+    assert ("  every module output before it matched: the difference arose in the code of\n"
+            "  model.layers.0.self_attn (LlamaAttention), outside its submodule calls") in text
+    assert [r[1] for r in table(text)][-4:] == ["model.layers.0.self_attn.q_proj", "model.layers.0.self_attn.k_proj",
+                                                "model.layers.0.self_attn.v_proj", "model.layers.0.self_attn.o_proj"]
+    assert no_hooks_left(model, other)
