@@ -267,6 +267,7 @@ class DivergeCommands:
                     eval(code, global_map, first_locals)
             except BaseException as exc:  # SystemExit/KeyboardInterrupt from the user's code end only this run
                 report.errors.append(f"run 1 raised {type(exc).__name__}: {exc} (nothing compared; hooks removed)")
+            first.forget_sharing()
             if not report.errors:
                 reset()
                 try:

@@ -2,10 +2,11 @@
 
 Usage::
 
-    first = RunRecorder(hooked_modules(model), budget=2**30)
+    first = RunRecorder(hooked_modules(model, paths), budget=2**30)   # paths: {id(module): "model.norm"}
     with first.hooked():
         model(**inputs)                          # every module call: inputs and outputs copied (detached)
-    second = RunComparer(hooked_modules(variant), first, rtol=None, atol=None)
+    first.forget_sharing()
+    second = RunComparer(hooked_modules(variant, paths_of_variant), first, rtol=None, atol=None)
     with second.hooked():
         variant(**inputs)                        # each call compared against the same call of the first run
     second.rows, second.first                    # CallCompare records up to the first divergence
@@ -24,6 +25,7 @@ pass ends. Values are read: the user asked for a comparison.
 
 from __future__ import annotations
 
+import sys
 import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -52,6 +54,11 @@ def call_tensors(args, kwargs) -> list[tuple[str, object]]:
     for key, value in dict.items(kwargs or {}):
         found.extend(named_tensor_leaves(value, str(key)))
     return found
+
+
+def _raised(output) -> bool:
+    """The call ended with an exception: torch runs an ``always_call`` hook with ``None`` from its handler."""
+    return output is None and sys.exc_info()[1] is not None
 
 
 def _nbytes(t) -> int:
@@ -157,6 +164,11 @@ class RunRecorder(_HookedRun):
         self._kept[id(t)] = (ref, version, copy)
         return copy
 
+    def forget_sharing(self) -> None:
+        """Drop the index of kept tensors (needed only while the run records), so that the second run's
+        freeing of each compared record releases its memory."""
+        self._kept.clear()
+
     def _keep_all(self, named):
         if self.over_budget_at is not None:
             return None
@@ -173,7 +185,9 @@ class RunRecorder(_HookedRun):
 
     def _leave(self, index, module, output) -> None:
         record = self.records[index]
-        record.raised = output is None
+        record.raised = _raised(output)
+        if record.raised:
+            return
         record.outputs = self._keep_all(named_tensor_leaves(output))
         self.recorded += record.outputs is not None
 
@@ -231,7 +245,7 @@ class RunComparer(_HookedRun):
         if self.done:
             return
         records = self.first_run.records
-        if index >= len(records) or records[index].outputs is None:
+        if index >= len(records) or records[index].outputs is None or _raised(output):
             self._inputs.pop(index, None)
             return
         record = records[index]
