@@ -7,6 +7,7 @@ Usage (at the prompt)::
     diverge model(**inputs) --vs reference                   a second model with the same module tree
     diverge model(**inputs) --vs ckpt=out/checkpoint-500     a copy of the model with those weights
     diverge model(x) --vs dtype=float16 --rtol 1e-2 --atol 1e-3 --max-mem 8G --all
+    diverge model(**inputs) --vs dtype=bf16 --break          then stop where the bf16 copy's run differs
 
 EXPR must be a call of a model in the frame (``model(...)``, ``self.lm(...)``, ``model.generate(...)``):
 the callee's model is rebound to the variant in a copy of the frame's locals for the second run, so the
@@ -32,6 +33,7 @@ from ..inspect.safe import short_dtype
 from ..render.diverge import number, render_diverge
 from ..units import human_bytes
 from ._command import CommandError, command, parse_args
+from .diverge_break import DivergeBreak
 
 __all__ = ["DivergeCommands", "bind_model", "parse_size"]
 
@@ -130,13 +132,27 @@ def module_config_missing(model) -> bool:
     return not is_hf(module_attr(model, "config", None), "PretrainedConfig", "PreTrainedConfig")
 
 
+def _run_locals(names, local_map, global_map, model, cast_to, notes) -> dict:
+    """The locals one run evaluates EXPR in: a copy of the frame's, the model bound to ``MODEL_VAR``, a KV
+    cache deep-copied, floating tensors cast to ``cast_to`` (new containers); the frame's are untouched."""
+    run_locals = dict(local_map)
+    for name in names:
+        value, copied = _private_caches(_lookup(name, local_map, global_map))
+        if copied:
+            notes.append(f"{name} holds a KV cache: each run got its own copy (the program's is unchanged)")
+        if copied or cast_to is not None:
+            run_locals[name] = cast_floats(value, cast_to) if cast_to is not None else value
+    run_locals[MODEL_VAR] = model
+    return run_locals
+
+
 def _first_dtype(model):
     for t in model.parameters():
         return t.dtype
     return None
 
 
-class DivergeCommands:
+class DivergeCommands(DivergeBreak):
     """Command mixin: ``diverge``."""
 
     def _diverge_variant(self, setting, model, notes):
@@ -187,7 +203,7 @@ class DivergeCommands:
 
     @command
     def do_diverge(self, arg):
-        """diverge EXPR --vs SETTING [--rtol X] [--atol X] [--max-mem SIZE] [--all]
+        """diverge EXPR --vs SETTING [--rtol X] [--atol X] [--max-mem SIZE] [--all] [--break]
         Find the first module whose outputs change when SETTING changes. EXPR (a call of a model in the
         frame) runs twice under forward hooks on every module, the second time changed by SETTING; the
         report lists module by module, in the order outputs are produced, the max abs and max rel error
@@ -206,10 +222,12 @@ class DivergeCommands:
           --max-mem SIZE               memory for the first run's copies (default: 25% of free, at most 4G);
                                        beyond it only the calls recorded so far are compared
           --all                        list every compared call, not the last 12
+          --break                      then run the second variant once more and stop, in a recursive
+                                       debugger, at the entry of the diverging module's forward
         Both runs go under no_grad from the same RNG state (restored afterwards); hooks are removed
         however the runs end. This runs the model twice and reads values.
         Example: diverge model(**inputs) --vs dtype=bfloat16"""
-        args = parse_args(arg, self.do_diverge, flags={"--all"},
+        args = parse_args(arg, self.do_diverge, flags={"--all", "--break"},
                           options={"--vs": str, "--rtol": _tolerance, "--atol": _tolerance, "--max-mem": parse_size})
         torch = sys.modules.get("torch")
         if torch is None or "torch.nn.modules.module" not in sys.modules:
@@ -229,21 +247,38 @@ class DivergeCommands:
         code, model, names = bind_model(args.rest, local_map, global_map)
         notes = [n for n in [dropout_note(model)] if n]
         second_model, variant, cast_to, attn_ctx = self._diverge_variant(setting, model, notes)
-        first_locals, second_locals = dict(local_map), dict(local_map)
-        for name in names:
-            value = _lookup(name, local_map, global_map)
-            mine, copied = _private_caches(value)
-            if copied:
-                first_locals[name] = mine
-                value = _private_caches(value)[0]
-                notes.append(f"{name} holds a KV cache: each run got its own copy (the program's is unchanged)")
-            second_locals[name] = cast_floats(value, cast_to) if cast_to is not None else value
-        first_locals[MODEL_VAR], second_locals[MODEL_VAR] = model, second_model
+        first_locals = _run_locals(names, local_map, global_map, model, None, notes)
+        second_locals = _run_locals(names, local_map, global_map, second_model, cast_to, [])
         report = self._diverge_run(args, code, model, second_model, first_locals, second_locals, attn_ctx, torch)
         report.setting, report.variant, report.notes = setting.text, variant, notes + report.notes
-        del second_model, second_locals
+        del first_locals, second_locals
         self.message(render_diverge(report, width=self.out_width(), show_all=args.flag("--all"),
                                     style=self.out_style()))
+        if args.flag("--break"):
+            self._diverge_rerun(report, code, second_model, attn_ctx, torch,
+                                lambda: _run_locals(names, local_map, global_map, second_model, cast_to, []))
+
+    def _diverge_rerun(self, report, code, second_model, attn_ctx, torch, make_locals) -> None:
+        first = report.first
+        if first is None:
+            raise CommandError("--break: no module differs, nothing to stop at")
+        target = dict(second_model.named_modules()).get("" if first.path == "(root)" else first.path)
+        if target is None:
+            raise CommandError(f"--break: {first.path} is not a module of the second model")
+        global_map = self.current_frame().f_globals
+
+        def run_once():
+            run_locals = make_locals()
+            with same_randomness(torch) as reset, torch.no_grad():
+                reset()
+                with (attn_ctx() if attn_ctx is not None else contextlib.nullcontext()):
+                    eval(code, global_map, run_locals)
+
+        header = (f"diverge --break: {first.path} ({first.class_name}) starts its forward in run 2 "
+                  f"({report.setting}); `c` finishes the run (its result is dropped)")
+        failure = self._diverge_break(target, header, run_once)
+        if failure is not None:
+            self.error(f"diverge: {failure}")
 
     def _diverge_run(self, args, code, model, second_model, first_locals, second_locals, attn_ctx, torch):
         rtol, atol = args.value("--rtol"), args.value("--atol")

@@ -169,7 +169,7 @@ def test_bad_settings_and_expressions_are_one_line_errors():
         "*** diverge: --vs inputs: not a model (an nn.Module) and not KEY=VALUE (dtype=X, attn_implementation=X, "
         "ckpt=PATH)",
         "*** diverge: bad value for --rtol: 'x': needs a number >= 0 (usage: diverge EXPR --vs SETTING "
-        "[--rtol X] [--atol X] [--max-mem SIZE] [--all])",
+        "[--rtol X] [--atol X] [--max-mem SIZE] [--all] [--break])",
     ]
     assert no_hooks_left(model)
 
@@ -286,4 +286,40 @@ def test_a_change_in_non_module_code_is_traced_to_the_enclosing_module():
             "  model.layers.0.self_attn (LlamaAttention), outside its submodule calls") in text
     assert [r[1] for r in table(text)][-4:] == ["model.layers.0.self_attn.q_proj", "model.layers.0.self_attn.k_proj",
                                                 "model.layers.0.self_attn.v_proj", "model.layers.0.self_attn.o_proj"]
+    assert no_hooks_left(model, other)
+
+
+def stepping_program(model, other):
+    inputs = inputs_of()
+    breakpoint()
+    marker = "after the stop"
+    return marker
+
+
+def test_break_stops_at_the_diverging_module_in_a_recursive_debugger_and_the_outer_stop_still_steps():
+    model = tiny_llama()
+    other = copy.deepcopy(model)
+    with torch.no_grad():
+        other.model.layers[1].mlp.down_proj.weight[3, 5] += 0.25
+    target = other.model.layers[1].mlp.down_proj
+    commands = ["c", "diverge model(**inputs) --vs other --break", "p type(self).__name__, tuple(input.shape)",
+                "p self is other_target", "c", "n", "p marker", "c"]
+    import builtins
+    builtins.other_target = target   # reachable from the forward frame's globals lookup (builtins)
+    try:
+        out = debug_transcript(stepping_program, commands, model, other)
+    finally:
+        del builtins.other_target
+    outer, _, rest = out.partition("ENTERING RECURSIVE DEBUGGER")
+    inner = rest.split("((llmpdb)) ")   # the recursive debugger's prompt: its stop, then one chunk a command
+    assert first_divergence(outer) == ("model.layers.1.mlp.down_proj", "Linear")
+    assert ("diverge --break: model.layers.1.mlp.down_proj (Linear) starts its forward in run 2 (other); `c` "
+            "finishes the run (its result is dropped)") in inner[0]
+    assert "torch/nn/modules/linear.py(" in inner[0] and ")forward()" in inner[0]
+    assert inner[1].strip() == "('Linear', (1, 7, 128))"
+    assert inner[2].strip() == "True"
+    assert inner[3].startswith("LEAVING RECURSIVE DEBUGGER")
+    tail = outputs_of("(llmpdb) (llmpdb) " + inner[3].split("(llmpdb) ", 1)[1])
+    assert "return marker" in tail[0]            # `n` at the outer stop still steps one line
+    assert tail[1] == "'after the stop'"
     assert no_hooks_left(model, other)

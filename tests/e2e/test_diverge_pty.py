@@ -1,6 +1,7 @@
 """``diverge`` typed in a real terminal: ``python -m llmpdb examples/infer.py``, at the stop after the
-tokenizer (``inputs`` is a BatchEncoding): a bf16 copy, eager attention, a bad setting, and the program's
-model, config, grad mode and RNG unchanged afterwards; the program then runs to its end."""
+tokenizer (``inputs`` is a BatchEncoding): a bf16 copy, eager attention, a bad setting, the program's
+model, config, grad mode and RNG unchanged afterwards, a ``--break`` stop in the diverging module; the
+program then runs to its end."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import re
 
 import pytest
 
-from .pty_session import PtySession
+from .pty_session import PtySession, clean
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -33,6 +34,15 @@ def test_diverge_in_a_pty_leaves_the_program_as_it_was():
                       "torch.equal(rng0, torch.get_rng_state()), inputs['input_ids'].dtype, "
                       "sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules()))")
         assert state.strip().splitlines()[-1] == "(torch.float32, 'sdpa', True, True, torch.int64, 0)"
+        s.child.sendline("diverge model(**inputs) --vs dtype=bf16 --rtol 1e-3 --atol 1e-3 --break")
+        s.child.expect(r"\(\(llmpdb\)\) ")     # the recursive debugger, stopped in the diverging module
+        stop = clean(s.child.before)
+        assert "ENTERING RECURSIVE DEBUGGER" in stop and "diverge --break: " in stop
+        module = re.search(r"^first divergence: (\S+) \((\w+)\)", stop, re.M).group(2)
+        s.child.sendline("p type(self).__name__")
+        s.child.expect(r"\(\(llmpdb\)\) ")
+        assert repr(module) in clean(s.child.before)
+        assert "LEAVING RECURSIVE DEBUGGER" in s.run("c")
         s.run("c")
         s.run("c")
         rest = s.finish("c")
