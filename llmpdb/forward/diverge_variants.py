@@ -9,7 +9,7 @@ Usage::
     with attn_implementation(model, "eager"):       # config switched, restored in a finally
         model(**inputs)
     with same_randomness(torch) as reset:           # RNG saved; reset() before each run; restored at the end
-        ...
+        model(**inputs); reset(); copy(**inputs)
 
 ``dtype=X`` never casts the user's model and back (that would change the weights' precision): it builds a
 deep copy whose floating parameters and buffers are created in ``X`` directly (the copy never exists at
