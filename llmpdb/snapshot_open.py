@@ -110,7 +110,9 @@ def _opened_class():
             return None
 
         def _saved_note(self) -> str:
-            return f"(saved in {os.path.basename(self.saved.path)} at {self.saved.where}; not live frames)"
+            loc = self.saved.location
+            at = f"{os.path.basename(str(loc.get('file', '?')))}:{loc.get('line', '?')} {loc.get('time', '?')}"
+            return f"(saved in {os.path.basename(self.saved.path)} at {at}: a record, not live frames)"
 
         @command
         def do_stack_model(self, arg):

@@ -8,7 +8,7 @@ Usage::
 
 A record is a dataclass of the known kinds (``StackEntry``, ``ModuleFrame``, ``TensorArg``, ``CacheReport``,
 ``LayerReport``, ``TensorMeta``), written as ``{"record": "LayerReport", "fields": {...}}``. Fields that hold
-live objects (``module``, ``tensor``) are left out; tuples come back as tuples. Decoding builds only those
+live objects (``module``, ``tensor``: anything but a record) are left out; tuples come back as tuples. Decoding builds only those
 classes from plain data: an unknown record name is a ``ValueError``, nothing is imported or executed.
 """
 
@@ -26,7 +26,7 @@ __all__ = ["RECORDS", "records_to_json", "records_from_json"]
 
 RECORDS: dict[str, type] = {cls.__name__: cls for cls in
                             (StackEntry, ModuleFrame, TensorArg, CacheReport, LayerReport, TensorMeta)}
-_LIVE = {"module", "tensor"}  # fields that hold the live object: never saved
+_LIVE = {"module", "tensor"}  # fields that hold the live object: saved only when they hold a record
 
 
 def records_to_json(value: Any) -> Any:
@@ -36,7 +36,7 @@ def records_to_json(value: Any) -> Any:
         if RECORDS.get(name) is not type(value):
             raise TypeError(f"{name} is not a record kind that can be saved")
         fields = {f.name: records_to_json(getattr(value, f.name)) for f in dataclasses.fields(value)
-                  if f.name not in _LIVE}
+                  if f.name not in _LIVE or type(getattr(value, f.name)) in RECORDS.values()}
         return {"record": name, "fields": fields}
     if isinstance(value, (list, tuple)):
         return [records_to_json(v) for v in value]
@@ -58,7 +58,7 @@ def records_from_json(data: Any) -> Any:
         cls = RECORDS.get(name) if isinstance(name, str) else None
         if cls is None or not isinstance(fields, dict):
             raise ValueError(f"unknown record {name!r}")
-        known = {f.name for f in dataclasses.fields(cls) if f.init and f.name not in _LIVE}
+        known = {f.name for f in dataclasses.fields(cls) if f.init}
         try:
             return cls(**{k: records_from_json(v) for k, v in fields.items() if k in known})
         except TypeError as exc:
