@@ -80,3 +80,15 @@ def test_a_damaged_file_is_refused_with_one_line(snapshot_file, tmp_path):
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"llmpdb open: {path.name}: "), done.stderr
         assert done.stdout == ""
+
+
+def test_headless_snapshot_over_the_limit_is_refused_with_one_line(tmp_path):
+    (tmp_path / "work.py").write_text(SCRIPT)
+    done = subprocess.run([sys.executable, "-m", "llmpdb", "--headless", "log", "--snapshot",
+                           "-c", "bm model.layers.0.self_attn --once", "-c", "c", "work.py"],
+                          cwd=tmp_path, env=_env(LLMPDB_DUMP_MAX_MIB="0.0001"), stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    refusals = [line for line in done.stdout.splitlines() if line.startswith("*** snapshot: refused")]
+    assert len(refusals) == 1 and "over the 0.0001 MiB limit and nobody can confirm" in refusals[0], done.stdout
+    assert not [p for p in os.listdir(tmp_path) if p.endswith(".safetensors") or ".tmp-" in p]
