@@ -96,8 +96,8 @@ class DumpCommands:
     @command
     def do_dump(self, arg):
         """dump EXPR [PATH] [--max-mib N] [--yes]
-        Save every tensor inside EXPR to a .safetensors file, named by access path (outputs.logits,
-        outputs.cache.layers[0].keys), for offline analysis. Found like `shapes` finds them (dicts,
+        Save every tensor inside EXPR to a .safetensors file, for offline analysis. Each is named by
+        its access path (outputs.logits, outputs.cache.layers[0].keys) and found like `shapes` finds them (dicts,
         lists, tuples, ModelOutput, BatchEncoding, KV caches, small objects; a module's parameters and
         buffers), without calling properties; written as CPU contiguous copies (views and non-contiguous
         tensors copied, bf16 kept), atomically, mode 0600. A tensor reached twice is written once.
@@ -165,7 +165,7 @@ class DumpCommands:
         total = sum(tensor_nbytes(t) for _, t in items)
         limit = args.value("--max-mib", _default_limit())
         if total > limit * 2**20 and not args.flag("--yes"):
-            question = (f"{kind}: {plural(len(items), 'tensor')} take {human_bytes(total)}, more than the "
+            question = (f"{kind}: {plural(len(items), 'tensor')}, {human_bytes(total)}: more than the "
                         f"{limit:g} MiB limit; write {path}? [y/N] ")
             answer = self._dump_ask(question)
             if answer is None:

@@ -10,7 +10,8 @@ Usage::
 
 ``collect_*`` keep each tensor once (the first path that reaches it; later paths are ``aliases``) and use
 larger limits than the table (``max_items`` 100000, ``max_depth`` 12). ``nest_paths`` is the inverse used by
-``python -m llmpdb open``: ``.name`` parts become attributes of a ``SavedNode``, ``[key]`` parts dict keys,
+``python -m llmpdb open``: ``.name`` parts become attributes of a ``SavedNode``, ``[key]`` parts dict keys
+(a state dict's ``.0`` is read as ``[0]``),
 so ``outputs.logits`` and ``inputs['input_ids']`` evaluate as they did in the saved frame.
 """
 
@@ -79,6 +80,7 @@ def collect_frame_tensors(locals: Mapping[str, Any], *, max_depth: int = 12,
 
 
 _ATTR = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)")
+_INDEX = re.compile(r"\.(\d+)(?=[.\[]|$)")
 _ROOT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -111,6 +113,11 @@ def split_path(path: str) -> list[tuple[str, Any]]:
     i = match.end()
     while i < len(path):
         if path[i] == ".":
+            digits = _INDEX.match(path, i)
+            if digits:  # a state dict's layers.0: read as layers[0]
+                parts.append(("item", int(digits.group(1))))
+                i = digits.end()
+                continue
             attr = _ATTR.match(path, i)
             if not attr:
                 raise ValueError(f"bad attribute in {path!r}")

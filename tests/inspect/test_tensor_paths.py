@@ -61,3 +61,11 @@ def test_stack_and_cache_records_survive_json():
         assert again == record
     names = [e.module.qualname for e in seen["entries"] if e.module is not None]
     assert names == ["", "model"]
+
+
+def test_state_dict_names_nest_with_numbered_parts_as_items():
+    model = tiny_llama()
+    state = model.state_dict()
+    tree = nest_paths(state)
+    assert set(tree) == {"model", "lm_head"}
+    assert tree["model"].layers[1].self_attn.q_proj.weight is state["model.layers.1.self_attn.q_proj.weight"]
