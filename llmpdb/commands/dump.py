@@ -180,7 +180,7 @@ class DumpCommands:
         doc["walk_notes"] = found.walk.notes[:50]
         try:
             size = write_safetensors(path, items, {"llmpdb": json.dumps(doc, ensure_ascii=False)})
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RuntimeError) as exc:  # disk full, a bad target, a device copy that failed
             raise CommandError(f"cannot write {path}: {getattr(exc, 'strerror', None) or exc}") from None
         shown = os.path.abspath(path)
         self.message(f"{kind}: wrote {plural(len(items), 'tensor')} ({human_bytes(size)}) to {shown}")

@@ -92,3 +92,17 @@ def test_headless_snapshot_over_the_limit_is_refused_with_one_line(tmp_path):
     refusals = [line for line in done.stdout.splitlines() if line.startswith("*** snapshot: refused")]
     assert len(refusals) == 1 and "over the 0.0001 MiB limit and nobody can confirm" in refusals[0], done.stdout
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".safetensors") or ".tmp-" in p]
+
+
+def test_headless_snapshots_are_rate_limited_like_the_log(tmp_path):
+    (tmp_path / "loop.py").write_text("import torch\nfor i in range(12):\n    x = torch.ones(2) * i\n    breakpoint()\n")
+    done = subprocess.run([sys.executable, "-m", "llmpdb", "--headless", "log", "--snapshot", "-c", "c", "loop.py"],
+                          cwd=tmp_path, env=_env(), stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    files = sorted(p for p in os.listdir(tmp_path) if p.endswith(".safetensors"))
+    assert len(files) == 10, files  # the first 10 hits of the site are logged; the 11th and 12th are not
+    from llmpdb.files.safetensors_file import read_safetensors
+
+    values = sorted(read_safetensors(str(tmp_path / f))[0]["x"][0].item() for f in files)
+    assert values == [float(i) for i in range(10)]
