@@ -27,6 +27,7 @@ _LISTEN_FROM_START = False  # --listen: every stop, the first line's included, w
 
 USAGE = """usage: python -m llmpdb [-c command]... [--no-compile] (-m module | pyfile) [arg]...
        python -m llmpdb attach [TARGET] [--token-file FILE]
+       python -m llmpdb open FILE      (a prompt on a file saved by `snapshot` or `dump`)
 
 Debug the Python program given by pyfile (or the module with -m), with llmpdb's model-aware commands.
 Every breakpoint() in the program opens llmpdb.
@@ -38,6 +39,7 @@ Every breakpoint() in the program opens llmpdb.
   --commands "a; b"      the commands the log policy runs at each stop (sets LLMPDB_TOUR)
   --log FILE             where the log policy writes (sets LLMPDB_LOG)
   --rank N               under torchrun, the rank that prompts (default 0; sets LLMPDB_RANK)
+  --snapshot             the log policy also writes a `snapshot` file per logged stop (LLMPDB_SNAPSHOT=1)
   -m                     run a library module as a script
   -h, --help             show this help
   --version              show the llmpdb version and its debugger base
@@ -50,7 +52,7 @@ sets what runs at each stop when there is no terminal; LLMPDB_BASE=stdlib forces
 def _parse(argv: list[str]):
     try:
         opts, args = getopt.getopt(argv, "mhc:", ["help", "command=", "no-compile", "version", "headless=",
-                                                  "listen=", "commands=", "log=", "rank="])
+                                                  "listen=", "commands=", "log=", "rank=", "snapshot"])
     except getopt.GetoptError as exc:
         print(f"llmpdb: {exc}", file=sys.stderr)
         print(USAGE, file=sys.stderr)
@@ -77,6 +79,8 @@ def _parse(argv: list[str]):
                "--log": "LLMPDB_LOG", "--rank": "LLMPDB_RANK"}.get(name)
         if env:
             os.environ[env] = value
+    if "--snapshot" in names:
+        os.environ["LLMPDB_SNAPSHOT"] = "1"
     global _LISTEN_FROM_START
     _LISTEN_FROM_START = "--listen" in names
     commands = [value for name, value in opts if name in ("-c", "--command")]
@@ -94,6 +98,10 @@ def main(argv: list[str] | None = None) -> None:
         from .rank_jobs import main as ranks_main
 
         raise SystemExit(ranks_main(argv[1:]))
+    if argv[:1] == ["open"] and not os.path.exists("open"):  # python -m llmpdb open FILE: a saved snapshot
+        from .snapshot_open import open_main
+
+        raise SystemExit(open_main(argv[1:]))
     commands, as_module, no_compile, args = _parse(argv)
     if no_compile:
         os.environ["TORCHDYNAMO_DISABLE"] = "1"

@@ -16,7 +16,9 @@ meaning (it continues) unless ``--listen`` was given.
   continues); a lost connection waits ``LLMPDB_ATTACH_TIMEOUT`` for a re-attach, then continues.
 - ``log``: the stop's header and the tour (``LLMPDB_TOUR``, default ``shapes``) go to the debugger's
   output, or to ``LLMPDB_LOG=FILE`` (appended, mode 0600), after a line with the time, the place, the
-  module path and the rank; then the program continues.
+  module path and the rank; then the program continues. With ``LLMPDB_SNAPSHOT=1``
+  (``python -m llmpdb --snapshot``) each logged stop also runs ``snapshot``: one file per stop in the
+  current folder, rate-limited with the log (a snapshot over the size limit is refused with one line).
 - ``skip``: one line, then continue.
 
 Under ``python -m llmpdb``, ``kill -USR1 PID`` stops the program at its next line (``install_attach_signal``).
@@ -235,6 +237,13 @@ class HeadlessPolicyMixin:
     listen_from_start = False  # python -m llmpdb --listen: every stop goes to the listener
     _llmpdb_seat: Seat | None = None
     _policy_streams = False  # this stop's streams are the policy's (a client, the log): leave them be
+    _log_stop = False  # this stop is a logged one of the log policy (its tour may add `snapshot`)
+
+    def _tour_commands(self) -> list[str]:
+        commands = super()._tour_commands()
+        if self._log_stop and os.environ.get("LLMPDB_SNAPSHOT", "").strip().lower() not in ("", "0", "false"):
+            commands.append("snapshot")
+        return commands
 
     def fit_streams(self) -> None:
         """``HeadlessMixin.fit_streams`` points a stop at the process's usable streams; not a stop whose
@@ -302,7 +311,7 @@ class HeadlessPolicyMixin:
         self.stdin, self.use_rawinput = io.StringIO(""), 0  # the stop reads end of input at once: the tour
         if log_file is not None:
             self.stdout = log_file
-        self._policy_streams = True
+        self._policy_streams = self._log_stop = True
         try:
             if note:
                 self.message(note)
@@ -310,7 +319,7 @@ class HeadlessPolicyMixin:
             return super().interaction(*args, **kwargs)
         finally:
             self.stdin, self.stdout, self.use_rawinput = saved
-            self._policy_streams = False
+            self._policy_streams = self._log_stop = False
             if log_file is not None:
                 log_file.close()
 

@@ -1,0 +1,150 @@
+"""Write tensors to a ``.safetensors`` file and read one back, without the ``safetensors`` package or pickle.
+
+Usage::
+
+    size = write_safetensors("out.safetensors", [("outputs.logits", t), ...], {"llmpdb": "{...}"})
+    reason = refusal(t)            # None, or why a tensor cannot be written ("a meta tensor: no data")
+    tensors, metadata = read_safetensors("out.safetensors")   # {name: CPU tensor}, {str: str}
+
+The format: a little-endian u64 header length, a JSON header (``{name: {dtype, shape, data_offsets}}``
+plus ``__metadata__``: strings only), padded with spaces to 8 bytes, then each tensor's raw bytes in
+order. The file loads with ``safetensors.torch.load_file``. Tensors are written one at a time as CPU
+contiguous copies (a view or a non-contiguous tensor is copied; a GPU tensor is copied to the CPU), so
+writing costs one tensor's memory at a time. The file is written atomically with mode 0600
+(``files.atomic``). Reading validates the header with ``inspect.checkpoint_guard`` (sizes, offsets,
+dtypes, overlaps) before reading any data, and never executes code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from ..inspect.checkpoint_guard import (MAX_HEADER, ST_DTYPES, CheckpointError, load_json, open_regular,
+                                        parse_safetensors_header)
+from ..inspect.safe import no_torch_function, safe_getattr
+from .atomic import atomic_writer
+
+__all__ = ["write_safetensors", "read_safetensors", "refusal", "tensor_nbytes", "CheckpointError"]
+
+_CODES = {torch_name: code for code, (torch_name, _) in ST_DTYPES.items()}
+_CHUNK = 64 * 1024 * 1024
+
+
+def _dtype_name(t: Any) -> str:
+    return str(safe_getattr(t, "dtype", "?")).replace("torch.", "")
+
+
+def refusal(t: Any) -> str | None:
+    """Usage: ``refusal(t)``; None when ``t`` can be written, else a few words saying why not."""
+    names = {c.__name__ for c in type(t).__mro__}
+    with no_torch_function():
+        if safe_getattr(t, "is_meta", False):
+            return "a meta tensor (no data)"
+        if names & {"FakeTensor", "FunctionalTensor"}:
+            return "a fake tensor (no data)"
+        if "DTensor" in names:
+            return "a DTensor (sharded across ranks; dump its .to_local())"
+        if safe_getattr(t, "is_nested", False):
+            return "a nested tensor"
+        layout = str(safe_getattr(t, "layout", "?"))
+        if layout != "torch.strided":
+            return f"a {layout.replace('torch.', '')} tensor (dump its .to_dense())"
+        if safe_getattr(t, "is_quantized", False):
+            return "a quantized tensor (dump its .dequantize())"
+        if _dtype_name(t) not in _CODES:
+            return f"dtype {_dtype_name(t)} has no safetensors code"
+    return None
+
+
+def tensor_nbytes(t: Any) -> int:
+    """Usage: ``tensor_nbytes(t)``; the bytes ``t`` takes in the file (numel × element size)."""
+    with no_torch_function():
+        return int(t.numel()) * int(t.element_size())
+
+
+def _cpu_bytes(t: Any):
+    """A 1-D uint8 CPU tensor holding ``t``'s elements in row-major order (a copy when needed)."""
+    torch = sys.modules["torch"]
+    with no_torch_function(), torch.no_grad():
+        flat = torch.Tensor.detach(t).to("cpu").contiguous().reshape(-1)
+        return flat.view(torch.uint8)
+
+
+def write_safetensors(path: str, tensors: Sequence[tuple[str, Any]], metadata: dict[str, str] | None = None) -> int:
+    """Usage: ``write_safetensors(p, [(name, t)], {"k": "v"})``; the file's size in bytes.
+
+    Every tensor must pass ``refusal`` (checked first: nothing is written otherwise); names are unique.
+    """
+    header: dict[str, Any] = {}
+    offset = 0
+    for name, t in tensors:
+        why = refusal(t)
+        if why:
+            raise ValueError(f"{name}: {why}")
+        if name in header or name == "__metadata__":
+            raise ValueError(f"{name}: the name is used twice")
+        size = tensor_nbytes(t)
+        with no_torch_function():
+            shape = [int(d) for d in t.shape]
+        header[name] = {"dtype": _CODES[_dtype_name(t)], "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    raw = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    raw += b" " * (-(len(raw) + 8) % 8)
+    with atomic_writer(path) as fh:
+        fh.write(struct.pack("<Q", len(raw)))
+        fh.write(raw)
+        for _, t in tensors:
+            data = _cpu_bytes(t)
+            for start in range(0, int(data.numel()), _CHUNK):
+                fh.write(memoryview(data[start:start + _CHUNK].numpy()))
+            del data
+    return 8 + len(raw) + offset
+
+
+def read_safetensors(path: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """Usage: ``tensors, metadata = read_safetensors(p)``; CPU tensors in file order; ``CheckpointError``
+    (one line) for a FIFO, a truncated file, a bad header or data that does not fit."""
+    import torch
+
+    name = os.path.basename(path) or path
+    out: dict[str, Any] = {}
+    try:
+        with open_regular(path, name) as fh:
+            size = os.fstat(fh.fileno()).st_size
+            head = fh.read(8)
+            if len(head) < 8:
+                raise CheckpointError(f"{name}: truncated safetensors file ({size} bytes; it must start with an "
+                                      "8-byte header length)")
+            (length,) = struct.unpack("<Q", head)
+            if length > size - 8 or length > MAX_HEADER:
+                raise CheckpointError(f"{name}: header length {length} bytes does not fit the file ({size} bytes): "
+                                      "truncated or not a safetensors file")
+            raw = fh.read(length)
+            data_size = size - 8 - length
+            found, metadata = parse_safetensors_header(raw, data_size, name)
+            entries = load_json(raw, name, "safetensors header")
+            for key, (dtype, shape) in found.items():
+                begin, end = (int(v) for v in entries[key]["data_offsets"])
+                fh.seek(8 + length + begin)
+                buf = bytearray(fh.read(end - begin))
+                if len(buf) != end - begin:
+                    raise CheckpointError(f"{name}: {key!r}: the file ends inside its data")
+                torch_dtype = getattr(torch, dtype)
+                if not buf:
+                    out[key] = torch.empty(shape, dtype=torch_dtype)
+                else:
+                    out[key] = torch.frombuffer(buf, dtype=torch.uint8).view(torch_dtype).reshape(shape)
+    except OSError as exc:
+        raise CheckpointError(f"{name}: cannot read: {exc.strerror or exc}") from None
+    except (RuntimeError, AttributeError) as exc:  # a dtype this torch lacks, a shape that does not fit
+        raise CheckpointError(f"{name}: cannot rebuild a tensor: {exc}") from None
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise CheckpointError(f"{name}: __metadata__ must map strings to strings")
+    return out, metadata
