@@ -51,7 +51,9 @@ def render_largest(rows: list[TensorBytes], storages: int, total: int, *, width:
     if not rows:
         return ["tensors in this frame: none"]
     head = (f"largest tensors in this frame: {len(rows)} of {plural(storages, 'storage')}, "
-            f"{human_bytes(total)} in all (views and shared storage counted once)")
+            f"{human_bytes(total)} in all")
+    aside = " (views and shared storage counted once)"
+    head += aside if len(head + aside) <= width else ""
     cells = [[r.path, format_shape(r.shape), r.dtype, r.device, "meta" if r.meta else human_bytes(r.nbytes),
               ", ".join(r.shared)] for r in rows]
     headers = ["path", "shape", "dtype", "device", "bytes", "also"]
