@@ -27,8 +27,8 @@ def _report():
     return MemoryReport(None, tensors, holdings, storages=2, total_bytes=8 * 4096 * 128 * 2)
 
 
-def test_the_whole_report_at_100_columns():
-    text = render_memory(_report(), width=100)
+def test_the_whole_report_at_120_columns():
+    text = render_memory(_report(), width=120)
     assert text.splitlines()[2] == ("largest tensors in this frame: 2 of 2 storages, 8.0 MiB in all "
                                     "(views and shared storage counted once)")
     assert text.splitlines()[4] == ("outputs.past_key_values.layers[0].keys  (1, 8, 4096, 128)  bf16   cuda:0"
