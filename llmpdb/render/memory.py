@@ -50,10 +50,10 @@ def render_largest(rows: list[TensorBytes], storages: int, total: int, *, width:
     style = style or Style()
     if not rows:
         return ["tensors in this frame: none"]
-    head = (f"largest tensors in this frame: {len(rows)} of {plural(storages, 'storage')}, "
-            f"{human_bytes(total)} in all")
-    aside = " (views and shared storage counted once)"
-    head += aside if len(head + aside) <= width else ""
+    counts = f"{len(rows)} of {plural(storages, 'storage')}, {human_bytes(total)} in all"
+    heads = [f"largest tensors in this frame: {counts} (views and shared storage counted once)",
+             f"largest tensors in this frame: {counts}", f"largest tensors: {counts}"]
+    head = next((h for h in heads if len(h) <= width), heads[-1])
     cells = [[r.path, format_shape(r.shape), r.dtype, r.device, "meta" if r.meta else human_bytes(r.nbytes),
               ", ".join(r.shared)] for r in rows]
     headers = ["path", "shape", "dtype", "device", "bytes", "also"]

@@ -41,7 +41,7 @@ def test_a_narrow_width_cuts_paths_and_hides_columns():
     text = render_memory(_report(), width=50)
     lines = text.splitlines()
     assert "(columns hidden to fit 50: also, device)" in lines
-    assert lines[2] == "largest tensors in this frame: 2 of 2 storages, 8.0 MiB in all"
+    assert lines[2] == "largest tensors: 2 of 2 storages, 8.0 MiB in all"
     assert lines[-2].split() == ["model", "model", "(…ausalLM)", "1.0", "GiB"]
     for line in lines:
         assert visible_len(line) <= 50, line
