@@ -91,13 +91,17 @@ def render_heatmap(grid: HeatGrid, expr: str, *, width: int = 100, style: Style 
     r, c = len(grid.row_edges) - 1, len(grid.col_edges) - 1
     block_r, block_c = math.ceil(h / r), math.ceil(w / c)
     values = "no finite values" if grid.low is None else f"values {format_number(grid.low)} … {format_number(grid.high)}"
-    scale = "" if (block_r, block_c) == (1, 1) else f", each cell the mean of up to {block_r}×{block_c} values"
-    head = f"{expr}  {grid.dtype} {format_shape((h, w))}  {values}  (rows × columns{scale})"
+    scale = ("one cell per value" if (block_r, block_c) == (1, 1)
+             else f"each cell the mean of up to {block_r}×{block_c} values")
+    head = f"{expr}  {grid.dtype} {format_shape((h, w))}  {values}  ({scale})"
+    if len(head) > width:
+        head = f"{expr}  {grid.dtype} {format_shape((h, w))}  {values}\n({scale})"
     labels = [_span(grid.row_edges, i) for i in range(r)]
     pad = max(len(label) for label in labels)
     first, last = str(grid.col_edges[0]), str(grid.col_edges[-1] - 1)
     axis = first + " " * max(1, c - len(first) - len(last)) + last if c > len(first) + len(last) else first
-    lines = [style.header(head) if style.color else head, " " * (pad + 1) + axis]
+    lines = [style.header(line) if style.color else line for line in head.split("\n")]
+    lines.append(" " * (pad + 1) + axis)
     for label, row in zip(labels, grid.cells):
         lines.append(f"{label:>{pad}}|" + "".join(_cell(v, grid.low, grid.high, style) for v in row) + "|")
     lines.extend(_wrap("legend: ", _legend(grid, style), width))
