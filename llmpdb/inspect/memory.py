@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..units import human_bytes
+from ..units import human_bytes, human_count
 from .kinds import is_module
 from .kv import inspect_cache
 from .safe import is_tensor, no_torch_function, safe_getattr, short_dtype, type_name
@@ -198,7 +198,7 @@ def model_holdings(models: list[tuple[str, Any]]) -> list[Holding]:
         b_bytes, b_meta = _sum_unique(buffers)
         count = sum(int(p.numel()) for p in params)
         out.append(Holding("model", f"{name} ({type_name(model)})", p_bytes + b_bytes,
-                           f"params {_size_note(p_bytes, p_meta)} ({count:,} elements) · "
+                           f"params {_size_note(p_bytes, p_meta)} ({human_count(count)}) · "
                            f"buffers {_size_note(b_bytes, b_meta)}"))
         grads = [g for g in (safe_getattr(p, "grad", None) for p in params) if is_tensor(g)]
         if grads:
