@@ -7,8 +7,8 @@ Usage::
     check_drawable(x, "x", dims=2)                   # a ValueError with one clear line when x cannot be drawn
 
 Values are read (the user asked for them), computed on the tensor's own device with torch ops
-(``index_add_``, ``amin``/``amax``, ``histc``) on a detached copy under ``torch.no_grad()``, then one
-transfer of the small result; grad mode and RNG are left as they were. A cell is ``MASKED`` when every
+(``index_add_``, ``amin``/``amax``, ``histc``) on a detached copy under ``torch.no_grad()``, then the small
+result is moved to the CPU (one transfer for a grid, two for a histogram); grad mode and RNG are left as they were. A cell is ``MASKED`` when every
 value in its block is ``-inf`` or the dtype's minimum (how attention masks mark what is not attended),
 ``NAN`` when any value in it is NaN, ``POSINF`` when every unmasked value is ``+inf``; otherwise the mean
 of its finite, unmasked values. Booleans count as 0/1.
@@ -104,6 +104,10 @@ def _special_masks(x: Any, dtype: Any):
     return x.to(torch.float64 if dtype == torch.float64 else torch.float32), masked, nan, posinf
 
 
+def _flat(rows: list[list[float]]) -> list[float]:
+    return [value for row in rows for value in row]
+
+
 def _edges(n: int, parts: int) -> tuple[int, ...]:
     return tuple((i * n) // parts for i in range(parts + 1))
 
@@ -128,14 +132,10 @@ def heat_grid(t: Any, *, rows: int, cols: int) -> HeatGrid:
         sums = pool(torch.where(valid, v, torch.zeros((), dtype=v.dtype, device=x.device)))
         counts, n_masked, n_nan, n_posinf = pool(valid), pool(masked), pool(nan), pool(posinf)
         means = sums / counts.clamp(min=1)
-        finite = counts > 0
-        if bool(finite.any()):
-            low = float(torch.where(finite, means, torch.full_like(means, float("inf"))).amin())
-            high = float(torch.where(finite, means, torch.full_like(means, float("-inf"))).amax())
-        else:
-            low = high = None
-        table = torch.stack([means, counts, n_masked, n_nan, n_posinf]).cpu().tolist()
-        totals = (int(masked.sum()), int(nan.sum()), int(posinf.sum()))
+        table = torch.stack([means, counts, n_masked, n_nan, n_posinf]).cpu().tolist()  # the one transfer
+    finite = [mean for mean, count in zip(_flat(table[0]), _flat(table[1])) if count]
+    low, high = (min(finite), max(finite)) if finite else (None, None)
+    totals = tuple(int(round(sum(_flat(table[k])))) for k in (2, 3, 4))
     cells = []
     for i in range(r):
         line = []

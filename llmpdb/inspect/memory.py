@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..units import human_bytes, human_count
-from .kinds import is_module
+from .kinds import instance_dict, is_module
 from .kv import inspect_cache
 from .safe import is_tensor, no_torch_function, safe_getattr, short_dtype, type_name
-from .tensors import _Walker  # the walk of `shapes`, reused
+from .tensors import _shape, _Walker  # the walk of `shapes`, reused
 
 __all__ = ["DeviceMemory", "TensorBytes", "Holding", "MemoryReport", "cuda_memory", "storage_key",
            "tensor_bytes", "largest_tensors", "model_holdings", "cache_holdings", "optimizer_holdings",
@@ -56,11 +56,12 @@ class TensorBytes:
 
 @dataclass(frozen=True)
 class Holding:
-    """A model, cache or optimizer: ``kind`` (model / kv cache / optimizer), its name, bytes, a detail line."""
+    """A model, cache or optimizer: ``kind`` (model / kv cache / optimizer), its name, bytes (None when it
+    could not be read: the detail says why), a detail line."""
 
     kind: str
     name: str
-    nbytes: int
+    nbytes: int | None
     detail: str
 
 
@@ -154,7 +155,7 @@ def largest_tensors(locals_: Mapping[str, Any], *, top: int = 10) -> tuple[list[
         key = storage_key(first)
         nbytes = 0 if meta else max(sizes + ([key[2]] if key is not None else []))
         with no_torch_function():
-            shape = tuple(s if type(s) is int else str(s) for s in first.shape)
+            shape = _shape(first)
         rows.append(TensorBytes(path, shape, short_dtype(safe_getattr(first, "dtype", "?")),
                                 "meta" if meta else str(safe_getattr(first, "device", "?")), nbytes, meta,
                                 tuple(p for p, _ in members[1:])))
@@ -192,20 +193,30 @@ def model_holdings(models: list[tuple[str, Any]]) -> list[Holding]:
     for name, model in models:
         if not is_module(model):
             continue
-        params = list(model.parameters())
-        buffers = list(model.buffers())
-        p_bytes, p_meta = _sum_unique(params)
-        b_bytes, b_meta = _sum_unique(buffers)
-        count = sum(int(p.numel()) for p in params)
-        out.append(Holding("model", f"{name} ({type_name(model)})", p_bytes + b_bytes,
-                           f"params {_size_note(p_bytes, p_meta)} ({human_count(count)}) · "
-                           f"buffers {_size_note(b_bytes, b_meta)}"))
-        grads = [g for g in (safe_getattr(p, "grad", None) for p in params) if is_tensor(g)]
-        if grads:
-            g_bytes, g_meta = _sum_unique(grads)
-            out.append(Holding("gradients", name, g_bytes,
-                               f"{len(grads)} of {len(params)} parameters have .grad"
-                               + (f" (+{g_meta} meta)" if g_meta else "")))
+        try:
+            out.extend(_model_rows(name, model))
+        except Exception as exc:  # a module whose parameters cannot be listed: say so, never guess
+            out.append(Holding("model", f"{name} ({type_name(model)})", None, f"? ({type(exc).__name__})"))
+    return out
+
+
+def _model_rows(name: str, model: Any) -> list[Holding]:
+    """The model's row and, when any parameter has a ``.grad``, its gradients' row."""
+    out = []
+    params = list(model.parameters())
+    buffers = list(model.buffers())
+    p_bytes, p_meta = _sum_unique(params)
+    b_bytes, b_meta = _sum_unique(buffers)
+    count = sum(int(p.numel()) for p in params)
+    out.append(Holding("model", f"{name} ({type_name(model)})", p_bytes + b_bytes,
+                       f"params {_size_note(p_bytes, p_meta)} ({human_count(count)}) · "
+                       f"buffers {_size_note(b_bytes, b_meta)}"))
+    grads = [g for g in (safe_getattr(p, "grad", None) for p in params) if is_tensor(g)]
+    if grads:
+        g_bytes, g_meta = _sum_unique(grads)
+        out.append(Holding("gradients", name, g_bytes,
+                           f"{len(grads)} of {len(params)} parameters have .grad"
+                           + (f" (+{g_meta} meta)" if g_meta else "")))
     return out
 
 
@@ -213,7 +224,11 @@ def cache_holdings(caches: list[tuple[str, Any]]) -> list[Holding]:
     """Usage: ``cache_holdings([("past_key_values", cache)])``; one row per KV cache."""
     out = []
     for name, cache in caches:
-        report = inspect_cache(cache)
+        try:
+            report = inspect_cache(cache)
+        except Exception as exc:  # a cache-like object that is no cache after all
+            out.append(Holding("kv cache", f"{name} ({type_name(cache)})", None, f"? ({type(exc).__name__})"))
+            continue
         seq = f" · seq {report.seq}" if report.seq is not None else ""
         out.append(Holding("kv cache", f"{name} ({report.class_name})", report.nbytes,
                            f"{len(report.main_layers)} layers{seq}"
@@ -222,12 +237,16 @@ def cache_holdings(caches: list[tuple[str, Any]]) -> list[Holding]:
 
 
 def find_optimizers(namespace: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    """Usage: ``find_optimizers(frame.f_locals)``; the ``torch.optim.Optimizer`` instances (by type) in it."""
+    """Usage: ``find_optimizers(frame.f_locals)``; the ``torch.optim.Optimizer`` instances (by type) among
+    the locals, then among ``self``'s instance attributes (``self.optimizer`` of a trainer)."""
     base = getattr(getattr(sys.modules.get("torch"), "optim", None), "Optimizer", None)
     if not isinstance(base, type):
         return []
     found, seen = [], set()
-    for name, value in list(namespace.items()):
+    owner = namespace.get("self")
+    attrs = dict(instance_dict(owner)) if owner is not None else {}
+    items = list(namespace.items()) + [(f"self.{k}", v) for k, v in attrs.items() if type(k) is str]
+    for name, value in items:
         if issubclass(type(value), base) and id(value) not in seen:
             seen.add(id(value))
             found.append((str(name), value))

@@ -68,7 +68,7 @@ def render_holdings(holdings: list[Holding], *, width: int = 100, style: Style |
     style = style or Style()
     if not holdings:
         return ["models, KV caches, optimizers in sight: none"]
-    rows = [[h.kind, h.name, human_bytes(h.nbytes), h.detail] for h in holdings]
+    rows = [[h.kind, h.name, "?" if h.nbytes is None else human_bytes(h.nbytes), h.detail] for h in holdings]
     return _table(["held by", "name", "bytes", "detail"], rows, width, _HOLDING_STEPS, ["bytes"], style)
 
 

@@ -5,6 +5,8 @@ checked here in plain Python; grad mode and RNG are left alone; one clear error 
 
 from __future__ import annotations
 
+import math
+
 import torch
 from tiny_models import tiny_llama
 from transcript import debug_transcript, outputs_of
@@ -82,7 +84,9 @@ def test_show_nan_and_inf_are_distinct_and_a_large_tensor_fits_the_width():
     for line in big.splitlines()[1:]:
         assert visible_len(line) <= 80, line
     drawn = _grid_rows(big)
-    assert len(drawn) < 200 and len(drawn[0]) < 300 and "each cell the mean of up to" in big.splitlines()[0]
+    assert len(drawn) < 200 and len(drawn[0]) < 300
+    block = f"{math.ceil(200 / len(drawn))}×{math.ceil(300 / len(drawn[0]))}"
+    assert f"(each cell the mean of up to {block} values)" in big.splitlines()[:2]
     # values grow along each row and down the rows: the first cell is the minimum, the last the maximum
     assert drawn[0][0] == " " and drawn[-1][-1] == RAMP[-1]
     labels = [line.split("|")[0].strip() for line in big.splitlines() if line.count("|") == 2]

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from llmpdb.inspect.memory import cuda_memory, find_optimizers, largest_tensors, storage_key, tensor_bytes
+from llmpdb.inspect.memory import (Holding, cuda_memory, find_optimizers, largest_tensors, model_holdings,
+                                  optimizer_holdings, storage_key, tensor_bytes)
 
 
 def test_cuda_memory_is_none_and_cuda_stays_uninitialised():
@@ -51,3 +52,34 @@ def test_find_optimizers_by_type():
 
     found = find_optimizers({"opt": opt, "again": opt, "fake": LooksLikeOne(), "n": 3})
     assert found == [("opt", opt)]
+
+
+def test_an_optimizer_held_by_self_is_found():
+    w = torch.nn.Parameter(torch.zeros(3))
+
+    class Trainer:
+        def __init__(self):
+            self.optimizer = torch.optim.SGD([w], lr=0.1)
+
+    trainer = Trainer()
+    assert find_optimizers({"self": trainer}) == [("self.optimizer", trainer.optimizer)]
+
+
+def test_a_model_whose_parameters_raise_is_a_question_mark_not_a_guess():
+    class Broken(torch.nn.Module):
+        def parameters(self, recurse=True):
+            raise RuntimeError("no")
+
+    rows = model_holdings([("m", Broken()), ("n", 3)])
+    assert rows == [Holding("model", "m (Broken)", None, "? (RuntimeError)")]
+
+
+def test_model_and_optimizer_bytes_after_a_step():
+    model = torch.nn.Linear(4, 3)
+    opt = torch.optim.Adam(model.parameters())
+    model(torch.ones(2, 4)).sum().backward()
+    opt.step()
+    rows = model_holdings([("model", model)]) + optimizer_holdings([("opt", opt)])
+    assert [(r.kind, r.nbytes) for r in rows] == [("model", 15 * 4), ("gradients", 15 * 4),
+                                                  ("optimizer", 2 * 15 * 4 + 2 * 4)]  # exp_avg(_sq) + steps
+    assert rows[1].detail == "2 of 2 parameters have .grad"
