@@ -24,10 +24,12 @@ from .dump import DumpCommands  # noqa: E402
 from .grads import GradsCommands  # noqa: E402
 from .help import HelpCommands  # noqa: E402
 from .kv import KvCommands  # noqa: E402
+from .mem import MemCommands  # noqa: E402
 from .mute import MuteCommands  # noqa: E402
 from .nan_break import NanBreakCommands  # noqa: E402
 from .navigation import NavigationCommands  # noqa: E402
 from .shapes import ShapesCommands  # noqa: E402
+from .show import ShowCommands  # noqa: E402
 from .statediff import StatediffCommands  # noqa: E402
 from .tokens import TokensCommands  # noqa: E402
 from .trace import TraceCommands  # noqa: E402
@@ -35,4 +37,5 @@ from .watching import WatchCommands  # noqa: E402
 
 COMMAND_MIXINS.extend([CatchCommands, HelpCommands, MuteCommands, NavigationCommands, ShapesCommands,
                        StatediffCommands, KvCommands, TraceCommands, WatchCommands, NanBreakCommands,
-                       GradsCommands, TokensCommands, DivergeCommands, DumpCommands])
+                       GradsCommands, TokensCommands, DivergeCommands, DumpCommands, MemCommands,
+                       ShowCommands])
