@@ -127,3 +127,17 @@ def test_color_setting_against_the_environment(monkeypatch, tmp_path):
 def test_parse_config_never_raises_on_odd_types():
     cfg = parse_config('colors = 3\nshapes = "x"\nwidth = true\n', "p.toml")
     assert cfg == Config(path="p.toml", warnings=cfg.warnings) and len(cfg.warnings) == 3
+
+
+def test_auto_follows_the_terminal_and_term(monkeypatch):
+    master, slave = os.openpty()
+    try:
+        with open(slave, "w", closefd=False) as tty, open(os.devnull, "w") as pipe_like:
+            monkeypatch.setenv("TERM", "xterm")
+            assert style_for(tty).color and not style_for(pipe_like).color
+            monkeypatch.setenv("TERM", "dumb")
+            assert not style_for(tty).color
+            assert style_for(tty, True).color  # the debugger's explicit colour=True wins
+    finally:
+        os.close(master)
+        os.close(slave)
