@@ -27,7 +27,8 @@ NAMES=(infer-tour train-tour commands stepping help cli headless set-trace disab
 # Run a command in a clean, fixed environment (no inherited llmpdb or breakpoint settings).
 clean_env() {
     env -u LLMPDB_TOUR -u LLMPDB_DISABLE -u LLMPDB_BASE -u PYTHONBREAKPOINT -u TORCHDYNAMO_DISABLE \
-        -u LLMPDB_HEADLESS -u LLMPDB_LISTEN -u LLMPDB_LOG -u LLMPDB_ATTACH_TIMEOUT -u CI \
+        -u LLMPDB_HEADLESS -u LLMPDB_LISTEN -u LLMPDB_LOG -u LLMPDB_ATTACH_TIMEOUT -u CI -u LLMPDB_COLOR \
+        LLMPDB_CONFIG=/nonexistent/llmpdb-config.toml \
         COLUMNS=100 NO_COLOR=1 PYTHONUNBUFFERED=1 EDITOR=vi \
         PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" "$@"
 }

@@ -39,20 +39,23 @@ from .inspect.tensors import TensorWalk, frame_tensors, walk_tensors
 from .render.kv import render_cache
 from .render.modules import render_model_stack
 from .render.statediff import render_statediff
-from .render.style import Style, color_enabled
+from .config_file import config, style_for
+from .render.style import Style
 from .render.tensors import render_tensors
 
 __all__ = ["shapes", "stack_model", "kv", "statediff"]
 
 
 def _width() -> int:
+    if config().width:
+        return config().width
     if os.environ.get("COLUMNS", "").isdigit():
         return max(40, int(os.environ["COLUMNS"]))
     return max(40, shutil.get_terminal_size((100, 24)).columns)
 
 
 def _style() -> Style:
-    return Style(color_enabled(sys.stdout))
+    return style_for(sys.stdout)
 
 
 def _show(text: str | None) -> None:

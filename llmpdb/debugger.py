@@ -27,7 +27,9 @@ from .distributed import DistributedMixin, rank_suffix
 from .headless import HeadlessMixin
 from .headless_policy import HeadlessPolicyMixin
 from .inspect.frames import pin_locals, unpin_locals
-from .render.style import Style, color_enabled
+from .colouring import ColourMixin
+from .config_file import config, style_for
+from .render.style import Style
 from .recursive import RecursiveDebugMixin
 from .restart import RestartMixin
 from .session import SESSION, stop_notes
@@ -121,12 +123,14 @@ class _LlmpdbCore:
     def out_width(self) -> int:
         if self._width:
             return self._width
+        if config().width:
+            return config().width
         if os.environ.get("COLUMNS", "").isdigit():
             return max(40, int(os.environ["COLUMNS"]))
         return max(40, shutil.get_terminal_size((100, 24)).columns)
 
     def out_style(self) -> Style:
-        return Style(self._color if self._color is not None else color_enabled(self.stdout))
+        return style_for(self.stdout, self._color)
 
     # ---- hyphenated command names -----------------------------------------------------------------
     def _llmpdb_command_name(self, word: str) -> str | None:
@@ -250,7 +254,7 @@ def _build_class() -> type:
     engine = ((SafeInterruptMixin,) if os.environ.get("LLMPDB_FAST_BREAKPOINTS", "1") == "0"
               else (FastBreakpointsMixin,))
     bases = (DistributedMixin, *COMMAND_MIXINS, *engine, SteppingMixin, RecursiveDebugMixin, RestartMixin,
-             ThreadGateMixin, HeadlessPolicyMixin, HeadlessMixin, _LlmpdbCore, BasePdb)
+             ThreadGateMixin, HeadlessPolicyMixin, HeadlessMixin, ColourMixin, _LlmpdbCore, BasePdb)
     return type("Pdb", bases, {"__module__": __name__, "__qualname__": "LlmpdbPdb",
                                "__doc__": f"llmpdb debugger on the {BASE_NAME} base."})
 

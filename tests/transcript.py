@@ -20,18 +20,21 @@ from llmpdb.debugger import Pdb
 __all__ = ["debug_transcript", "make_debugger"]
 
 
-def make_debugger(commands: list[str], *, width: int = 100) -> tuple[object, io.StringIO]:
-    """Usage: ``dbg, out = make_debugger(["shapes", "c"])``; a debugger on in-memory streams."""
+def make_debugger(commands: list[str], *, width: int | None = 100,
+                  color: bool | None = False) -> tuple[object, io.StringIO]:
+    """Usage: ``dbg, out = make_debugger(["shapes", "c"])``; a debugger on in-memory streams. ``width=None``
+    / ``color=None`` leave the width and colour to the environment and the config file."""
     stdin = io.StringIO("\n".join(commands) + "\n")
     stdout = io.StringIO()
     debugger = Pdb(stdin=stdin, stdout=stdout, nosigint=True, readrc=False, headless_tour=[], width=width,
-                   color=False)
+                   color=color)
     return debugger, stdout
 
 
-def debug_transcript(func, commands: list[str], *args, width: int = 100, **kwargs) -> str:
+def debug_transcript(func, commands: list[str], *args, width: int | None = 100, color: bool | None = False,
+                     **kwargs) -> str:
     """Run ``func(*args, **kwargs)`` under llmpdb with ``commands`` as the typed input."""
-    debugger, stdout = make_debugger(commands, width=width)
+    debugger, stdout = make_debugger(commands, width=width, color=color)
     previous, previous_hook = hooks._DEBUGGER, sys.breakpointhook
     hooks.set_debugger(debugger)
     hooks.install()

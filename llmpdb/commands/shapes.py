@@ -5,6 +5,9 @@ Usage (at the prompt)::
     shapes                  every tensor reachable from the current frame's locals
     shapes inputs           one expression, walked the same way (paths start with its text)
     shapes --stats          add min/max/mean/std and NaN/Inf counts (reads tensor data)
+    shapes --no-stats       without them, when the config file's ``[shapes] stats = true`` adds them
+
+Defaults come from the config file's ``[shapes]`` table (``config_file``); a flag on the line wins.
 
 Dimension names come from the tensor's role (``inspect.dims_roles``: in a KV cache, ``logits``...), the
 model config in reach of the frame (``self.config``, ``config``, ``model``, else an enclosing module
@@ -19,20 +22,25 @@ from ..inspect.dims import DimNamer
 from ..inspect.safe import type_name
 from ..inspect.tensors import frame_tensors, walk_tensors
 from ..render.tensors import render_tensors
-from ._command import command, parse_args
+from ..config_file import config
+from ._command import CommandError, command, parse_args
 
 __all__ = ["ShapesCommands", "parse_shapes_args"]
 
-USAGE = "shapes [EXPR] [--stats]"
+USAGE = "shapes [EXPR] [--stats] [--no-stats]"
 
 
-def parse_shapes_args(arg: str) -> tuple[str, bool]:
+def parse_shapes_args(arg: str, stats_default: bool = False) -> tuple[str, bool]:
     """Usage: ``parse_shapes_args("inputs['input_ids'] --stats")`` -> ``("inputs['input_ids']", True)``.
 
     The expression keeps its quotes and spaces (no shell splitting); an unknown ``--option`` is an error.
+    Without ``--stats``/``--no-stats`` statistics are ``stats_default`` (the config file's).
     """
-    args = parse_args(arg, USAGE, flags={"--stats"})
-    return args.rest, args.flag("--stats")
+    args = parse_args(arg, USAGE, flags={"--stats", "--no-stats"})
+    if args.flag("--stats") and args.flag("--no-stats"):
+        raise CommandError(f"--stats and --no-stats together (usage: {USAGE})")
+    stats = True if args.flag("--stats") else False if args.flag("--no-stats") else stats_default
+    return args.rest, stats
 
 
 class ShapesCommands:
@@ -40,7 +48,7 @@ class ShapesCommands:
 
     @command
     def do_shapes(self, arg):
-        """shapes [EXPR] [--stats]
+        """shapes [EXPR] [--stats] [--no-stats]
         Every tensor in the current frame's locals, or inside EXPR: access path (outputs.logits,
         inputs['input_ids'], cache.layers[0].keys), shape, dtype, device (when not all on cpu), size,
         grad_fn (leaf = requires grad), flags (non-contiguous, meta, sparse, quantized, DTensor, fake,
@@ -52,8 +60,9 @@ class ShapesCommands:
         module's parameters and buffers. No tensor data is read unless --stats is given.
         --stats   add min/max/mean/std (NaN/Inf ignored) and NaN/Inf counts, computed on each
                   tensor's own device with one transfer per tensor; none for meta/fake tensors.
+        --no-stats  no statistics even when the config file's [shapes] stats = true.
         Example: shapes outputs --stats"""
-        expr, stats = parse_shapes_args(arg)
+        expr, stats = parse_shapes_args(arg, bool(config().shapes.get("stats", False)))
         locals_ = self.frame_locals()
         if expr:
             value = self.eval_in_frame(expr)

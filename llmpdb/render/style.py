@@ -1,7 +1,9 @@
 """Colour decisions and ANSI styling.
 
-Usage: ``style = Style.for_stream(sys.stdout)``; ``style.header("path")``. Plain text under ``NO_COLOR``,
-``TERM=dumb`` or without a TTY; ``LLMPDB_COLOR=1`` forces colour (tests, pagers that understand ANSI).
+Usage: ``style = Style.for_stream(sys.stdout)``; ``style.header("path")``; ``Style(True, palette={"dtype":
+"green"})``. Plain text under ``NO_COLOR``, ``TERM=dumb`` or without a TTY; ``LLMPDB_COLOR=1`` forces colour
+(tests, pagers that understand ANSI). Each role (``ROLES``: header, dim, path, warn, bad, error, dtype,
+device, flag) has a default colour; ``palette`` maps roles to colour names (``color_code("bold red")``).
 """
 
 from __future__ import annotations
@@ -10,9 +12,36 @@ import os
 import re
 from dataclasses import dataclass
 
-__all__ = ["Style", "color_enabled", "strip_ansi", "visible_len"]
+__all__ = ["Style", "ROLES", "color_code", "color_enabled", "strip_ansi", "visible_len"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+# role -> default SGR code
+ROLES: dict[str, str] = {"header": "1", "dim": "2", "path": "36", "warn": "33", "bad": "31;1", "error": "31",
+                         "dtype": "32", "device": "35", "flag": "33"}
+_COLORS = {"black": 0, "red": 1, "green": 2, "yellow": 3, "blue": 4, "magenta": 5, "cyan": 6, "white": 7}
+_ATTRS = {"bold": "1", "dim": "2", "italic": "3", "underline": "4", "reverse": "7"}
+
+
+def color_code(name: str) -> str | None:
+    """Usage: ``color_code("bold bright_red")`` -> ``"1;91"``; ``None`` for a name that is not a colour.
+
+    Words: ``black red green yellow blue magenta cyan white`` (``bright_`` prefix for the bright ones),
+    ``bold dim italic underline reverse``, ``default`` (no colour); joined by spaces."""
+    words = str(name).lower().replace("-", "_").split()
+    if not words:
+        return None
+    codes = []
+    for word in words:
+        if word in _ATTRS:
+            codes.append(_ATTRS[word])
+        elif word in _COLORS:
+            codes.append(str(30 + _COLORS[word]))
+        elif word.startswith("bright_") and word[7:] in _COLORS:
+            codes.append(str(90 + _COLORS[word[7:]]))
+        elif word not in ("default", "none", "plain"):
+            return None
+    return ";".join(codes)
 
 
 def strip_ansi(text: str) -> str:
@@ -25,12 +54,17 @@ def visible_len(text: str) -> int:
     return len(strip_ansi(text))
 
 
-def color_enabled(stream) -> bool:
-    """Usage: ``color_enabled(sys.stdout)``; True only for a colour-capable terminal."""
+def color_enabled(stream, mode: str = "auto") -> bool:
+    """Usage: ``color_enabled(sys.stdout)``; True only for a colour-capable terminal.
+
+    In order: ``NO_COLOR`` set -> off; ``LLMPDB_COLOR=1`` -> on; ``mode`` (the config file's ``color``)
+    ``"never"`` -> off, ``"always"`` -> on; ``TERM=dumb`` -> off; else on only when ``stream`` is a TTY."""
     if os.environ.get("NO_COLOR"):
         return False
     if os.environ.get("LLMPDB_COLOR") == "1":
         return True
+    if mode in ("never", "always"):
+        return mode == "always"
     if os.environ.get("TERM", "") == "dumb":
         return False
     isatty = getattr(stream, "isatty", None)
@@ -45,25 +79,53 @@ class Style:
     """ANSI styles that collapse to identity when ``color`` is False."""
 
     color: bool = False
+    palette: tuple[tuple[str, str], ...] = ()  # (role, SGR code) pairs that replace ROLES' defaults
+
+    def __init__(self, color: bool = False, palette=()):
+        object.__setattr__(self, "color", bool(color))
+        pairs = palette.items() if hasattr(palette, "items") else palette
+        object.__setattr__(self, "palette", tuple((role, color_code(value) if color_code(value) is not None
+                                                   else str(value)) for role, value in pairs))
 
     @classmethod
-    def for_stream(cls, stream) -> "Style":
-        return cls(color_enabled(stream))
+    def for_stream(cls, stream, palette=()) -> "Style":
+        return cls(color_enabled(stream), palette)
 
-    def _wrap(self, code: str, text: str) -> str:
-        return f"\x1b[{code}m{text}\x1b[0m" if self.color and text else text
+    def code(self, role: str) -> str:
+        """Usage: ``style.code("dtype")`` -> ``"32"``; the SGR code this style uses for ``role``."""
+        for name, code in self.palette:
+            if name == role:
+                return code
+        return ROLES.get(role, "")
+
+    def role(self, role: str, text: str) -> str:
+        """Usage: ``style.role("dtype", "bf16")``; ``text`` in the colour of ``role``."""
+        code = self.code(role)
+        return f"\x1b[{code}m{text}\x1b[0m" if self.color and text and code else text
 
     def header(self, text: str) -> str:
-        return self._wrap("1", text)
+        return self.role("header", text)
 
     def dim(self, text: str) -> str:
-        return self._wrap("2", text)
+        return self.role("dim", text)
 
     def path(self, text: str) -> str:
-        return self._wrap("36", text)
+        return self.role("path", text)
 
     def warn(self, text: str) -> str:
-        return self._wrap("33", text)
+        return self.role("warn", text)
 
     def bad(self, text: str) -> str:
-        return self._wrap("31;1", text)
+        return self.role("bad", text)
+
+    def error(self, text: str) -> str:
+        return self.role("error", text)
+
+    def dtype(self, text: str) -> str:
+        return self.role("dtype", text)
+
+    def device(self, text: str) -> str:
+        return self.role("device", text)
+
+    def flag(self, text: str) -> str:
+        return self.role("flag", text)

@@ -16,7 +16,8 @@ Fitting ``width`` (``_STEPS``, in order and only while too wide): ``grad`` drops
 characters, keeping more of the tail (``outputs…layers[0].values``); ``dims`` abbreviate their long names
 (``batch·kvh·seq·hd``), then all (``b·kvh·s·hd``), with a legend; ``flags`` are cut to 10; paths to 16; the
 ``size`` column is hidden, then ``flags``; paths are cut to 12; ``dims``, ``std``, ``mean``, ``dtype``,
-``device`` are hidden; paths are cut to 6. A shape is never cut; a hidden column is named below the table.
+``device`` are hidden; paths are cut to 6. A shape is never cut; a hidden column is named below the table. Colour (a ``Style`` with colour on):
+paths, dtypes, devices and flags in their roles' colours, applied after fitting.
 Below the table: the tensor count and total size (each tensor counted once, aliases named), what the walk
 left out, where dimension names came from, then the modules and optimizers that were summarized rather than
 listed.
@@ -176,6 +177,16 @@ def _legend(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return ["dims abbreviated: " + ", ".join(pairs)] if pairs else []
 
 
+def _colour_columns(headers: Sequence[str], rows: list[list[str]], style: Style, first: str = "path") -> None:
+    """Colour the cells of a fitted table in place (after fitting: colour codes never count against width)."""
+    roles = {first: style.path, "dtype": style.dtype, "device": style.device, "flags": style.flag}
+    for col, name in enumerate(headers):
+        paint = roles.get(name)
+        if paint is not None:
+            for row in rows:
+                row[col] = paint(row[col]) if row[col] not in ("", "-") else row[col]
+
+
 def render_objects(objects: Sequence[ObjectSummary], *, width: int = 100, style: Style = Style()) -> str:
     """Usage: ``render_objects(walk.objects)``; one row per module/optimizer summarized by the walk."""
     headers = ["object", "class", "params", "dtype", "device", "size", "detail"]
@@ -183,8 +194,7 @@ def render_objects(objects: Sequence[ObjectSummary], *, width: int = 100, style:
              "+".join(o.dtypes) or "-", "+".join(o.devices) or "-", human_bytes(o.nbytes), o.detail]
             for o in objects]
     headers, rows, hidden = fit_columns(headers, rows, width, _OBJECT_STEPS)
-    for row in rows:
-        row[0] = style.path(row[0])
+    _colour_columns(headers, rows, style, first="object")
     right = [i for i, name in enumerate(headers) if name in ("params", "size")]
     lines = [render_table(headers, rows, width=width, shrink=(), right=right, style=style)]
     lines += [style.dim(line) for line in _hidden_line(hidden, width)]
@@ -235,8 +245,7 @@ def render_tensors(
         rows = [[columns[c][r] for c in keep] for r in range(len(infos))]
         keep, rows, hidden = fit_columns(keep, rows, width, _STEPS)
         legend = _legend(keep, rows)
-        for row in rows:
-            row[0] = style.path(row[0])
+        _colour_columns(keep, rows, style)
         right = [i for i, c in enumerate(keep) if c in ("size", "min", "max", "mean", "std", "nan", "inf")]
         out.append(render_table(keep, rows, width=width, shrink=(), right=right, style=style))
         extra = legend + _hidden_line(hidden, width)

@@ -56,7 +56,7 @@ model   LlamaForCausalLM  106.8K  f32    cpu     417.3 KiB  eval"""
     assert stats[1].endswith("batch · vocab")  # --stats keeps the dims column
     assert stats[4] == "min/max/mean/std ignore NaN and Inf; no NaN or Inf in any tensor; std is unbiased"
     assert out[4] == "*** shapes: cannot evaluate 'nope': NameError: name 'nope' is not defined"
-    assert out[5] == "*** shapes: unknown option --bogus (usage: shapes [EXPR] [--stats])"
+    assert out[5] == "*** shapes: unknown option --bogus (usage: shapes [EXPR] [--stats] [--no-stats])"
     assert out[6] == "no tensors in 3 (int)"
     assert out[7].splitlines()[1].startswith("inputs['input_ids']  (1, 7)  i64")
 
@@ -64,7 +64,7 @@ model   LlamaForCausalLM  106.8K  f32    cpu     417.3 KiB  eval"""
 def test_help_shapes():
     out = answers(debug_transcript(lambda: None, ["help shapes", "c"]))
     lines = out[0].splitlines()
-    assert lines[0] == "shapes [EXPR] [--stats]"
+    assert lines[0] == "shapes [EXPR] [--stats] [--no-stats]"
     assert any(line.startswith("--stats") for line in lines)
 
 
