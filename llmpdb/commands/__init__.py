@@ -19,6 +19,7 @@ def compiled_code_note(frame, debugger) -> str | None:
 
 
 from .catch import CatchCommands  # noqa: E402
+from .explain import ExplainCommands  # noqa: E402
 from .grads import GradsCommands  # noqa: E402
 from .help import HelpCommands  # noqa: E402
 from .kv import KvCommands  # noqa: E402
@@ -33,4 +34,4 @@ from .watching import WatchCommands  # noqa: E402
 
 COMMAND_MIXINS.extend([CatchCommands, HelpCommands, MuteCommands, NavigationCommands, ShapesCommands,
                        StatediffCommands, KvCommands, TraceCommands, WatchCommands, NanBreakCommands,
-                       GradsCommands, TokensCommands])
+                       GradsCommands, TokensCommands, ExplainCommands])

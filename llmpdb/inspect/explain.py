@@ -279,6 +279,9 @@ def explain_expression(frame, text: str) -> Explanation:
     found = function_ast(code, lineno)
     func = found[1] if found else None
     base = dict(expression=dotted(node), filename=code.co_filename, lineno=lineno, function=code.co_name)
+    if isinstance(node, ast.Name) and node.id not in frame_locals(frame) and node.id not in frame.f_globals:
+        return Explanation(**base, problem=f"{node.id} is not defined in {code.co_name} "
+                                           f"({os.path.basename(code.co_filename)}:{lineno}); `up` to the frame that has it?")
     if static_value(node, frame_locals(frame), frame.f_globals) is MISSING and classify(node, frame) is None:
         return Explanation(**base, problem=f"{dotted(node)} is not read without running code: "
                                            "explain NAME, ATTR, x[CONST] or an operation on them")

@@ -173,7 +173,8 @@ def resolve_operand(node: ast.AST, frame, func, *, before: int, namer=None) -> O
     text = dotted(node)
     base, value, chain = _walk_chain(node, frame)
     if value is MISSING:
-        return Operand(text, None, None, "not read (would run code)", None)
+        undefined = isinstance(base, ast.Name) and base.id not in frame_locals(frame) and base.id not in frame.f_globals
+        return Operand(text, None, None, "not defined here" if undefined else "not read (would run code)", None)
     if not is_tensor(value):
         return Operand(text, None, None, _kind(value), None)
     shape = _tensor_shape(value)

@@ -36,7 +36,7 @@ __all__ = ["Provenance", "function_ast", "static_value", "provenance", "module_p
 TENSOR_STEPS = frozenset({
     "view", "reshape", "transpose", "permute", "contiguous", "unsqueeze", "squeeze", "flatten", "expand",
     "to", "float", "half", "bfloat16", "type_as", "clone", "detach", "chunk", "split", "unflatten",
-    "repeat", "repeat_interleave", "narrow", "softmax", "masked_fill",
+    "repeat", "repeat_interleave", "narrow", "softmax", "masked_fill", "relu", "gelu", "silu", "sigmoid", "tanh",
 })
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv}
 _CONDITIONAL = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.With, ast.AsyncWith, ast.IfExp)
