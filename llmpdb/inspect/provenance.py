@@ -39,6 +39,8 @@ TENSOR_STEPS = frozenset({
     "repeat", "repeat_interleave", "narrow", "softmax", "masked_fill", "relu", "gelu", "silu", "sigmoid", "tanh",
 })
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv}
+_OP_TEXT = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.MatMult: "@", ast.FloorDiv: "//",
+            ast.Pow: "**", ast.Mod: "%"}
 _CONDITIONAL = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.With, ast.AsyncWith, ast.IfExp)
 _TREES: dict[tuple[str, int], ast.Module | None] = {}
 
@@ -219,15 +221,42 @@ def _contains(node: ast.AST, lineno: int) -> bool:
     return node.lineno <= lineno <= (node.end_lineno or node.lineno)
 
 
-def _last_assignment(func, name: str, before: int):
+def _is_none_test(test: ast.AST) -> tuple[str, bool] | None:
+    """``x is None`` -> ("x", True); ``x is not None`` -> ("x", False); anything else None."""
+    if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name)
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None
+            and isinstance(test.ops[0], (ast.Is, ast.IsNot))):
+        return test.left.id, isinstance(test.ops[0], ast.Is)
+    return None
+
+
+def _branch_ran(func, parent: ast.AST, node: ast.AST, before: int, local_map: dict) -> bool | None:
+    """Whether ``node`` under ``if x is (not) None`` ran, from ``x`` now; None when that cannot be told
+    (another condition, or ``x`` assigned again after the ``if``)."""
+    found = _is_none_test(parent.test) if isinstance(parent, ast.If) else None
+    if found is None or found[0] not in local_map:
+        return None
+    name, wants_none = found
+    later = _last_assignment(func, name, before, {})
+    if later is not None and later[0].lineno > parent.lineno:
+        return None
+    holds = (local_map[name] is None) == wants_none
+    in_body = any(stmt.lineno <= node.lineno <= stmt.end_lineno for stmt in parent.body)
+    return holds if in_body else not holds
+
+
+def _last_assignment(func, name: str, before: int, local_map: dict):
     best = None
     for node, parents in _walk_body(func):
         if not isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) or node.lineno >= before:
             continue
         for names in _targets(node):
-            if name in names and (best is None or node.lineno > best[0].lineno):
-                maybe = any(not _contains(p, before) for p in parents)
-                best = (node, names.index(name) if len(names) > 1 else None, maybe)
+            if name not in names or (best is not None and node.lineno <= best[0].lineno):
+                continue
+            ran = [_branch_ran(func, p, node, before, local_map) for p in parents if not _contains(p, before)]
+            if False in ran:
+                continue
+            best = (node, names.index(name) if len(names) > 1 else None, None in ran)
     return best
 
 
@@ -254,6 +283,14 @@ def _unwrap_methods(value: ast.AST) -> tuple[list[str], ast.AST]:
     return chain[::-1], value
 
 
+def _flat_args(call: ast.Call) -> list[ast.AST]:
+    """Positional arguments, the elements of a list/tuple argument included (``torch.cat([y, extra])``)."""
+    out = []
+    for arg in call.args:
+        out.extend(arg.elts if isinstance(arg, (ast.List, ast.Tuple)) else [arg])
+    return out
+
+
 def _self_submodule(call: ast.Call, frame):
     func = call.func
     if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"):
@@ -269,15 +306,16 @@ def provenance(func, name: str, before: int, frame, max_steps: int = 12) -> Prov
     """Usage: ``provenance(func_node, "key_states", before=lineno, frame=frame)``; see the module docstring."""
     steps: list[str] = []
     line = before
+    local_map = frame_locals(frame)
     for _ in range(max_steps):
-        found = _last_assignment(func, name, line)
+        found = _last_assignment(func, name, line, local_map)
         if found is None:
             origin = f"argument {name} of {getattr(func, 'name', '?')}" if name in _params(func) else f"{name} (?)"
             return Provenance(origin, tuple(steps))
         node, index, maybe = found
         mark = "?" if maybe else ""
         if isinstance(node, ast.AugAssign):
-            steps.insert(0, f"{type(node.op).__name__.lower()}={mark}")
+            steps.insert(0, f"{_OP_TEXT.get(type(node.op), '?')}= {dotted(node.value)}{mark}")
             line = node.lineno
             continue
         chain, base = _unwrap_methods(node.value)
@@ -287,7 +325,7 @@ def provenance(func, name: str, before: int, frame, max_steps: int = 12) -> Prov
             if sub is not None:
                 path = module_path(frame, sub) or f"self.{base.func.attr}"
                 return Provenance(dotted(base), tuple(steps), path, type(sub).__name__, node.lineno)
-            arg_names = [a.id for a in base.args if isinstance(a, ast.Name)]
+            arg_names = [a.id for a in _flat_args(base) if isinstance(a, ast.Name)]
             callee = dotted(base.func)
             if name in arg_names:
                 nxt = name
@@ -300,7 +338,16 @@ def provenance(func, name: str, before: int, frame, max_steps: int = 12) -> Prov
             steps.insert(0, callee + mark)
             name, line = nxt, node.lineno
             continue
-        if isinstance(base, ast.Name) and index is None:
+        if isinstance(base, ast.BinOp) and index is None and not chain:  # y = y * scale: a step on y
+            for side, other in ((base.left, base.right), (base.right, base.left)):
+                if isinstance(side, ast.Name) and side.id == name:
+                    steps.insert(0, f"{_OP_TEXT.get(type(base.op), '?')} {dotted(other)}{mark}")
+                    line = node.lineno
+                    break
+            else:
+                return Provenance(dotted(base), tuple(steps), lineno=node.lineno)
+            continue
+        if isinstance(base, ast.Name) and (index is None or chain):  # a, b = y.chunk(2): both from y
             name, line = base.id, node.lineno
             continue
         return Provenance(dotted(base), tuple(steps), lineno=node.lineno)

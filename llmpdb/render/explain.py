@@ -67,7 +67,11 @@ def render_explanation(report: Explanation, *, width: int = 100, style: Style | 
         lines.append(style.bad(report.exception))  # whole: it is the error the user is reading about
     if report.expression or report.op:
         head = f"{report.op}: {report.expression}" if report.op else report.expression
-        lines.append(f"{style.header(_cut(head, max(width - 30, 40)))}   at {report.location}")
+        where = f"at {report.location}"
+        if len(head) + 3 + len(where) <= width:
+            lines.append(f"{style.header(head)}   {where}")
+        else:
+            lines.extend([style.header(head), f"  {where}"])
     for note in report.notes:
         lines.append(style.dim(f"  ({note})"))
     if report.problem:

@@ -37,7 +37,8 @@ def _assert_gqa_explained(text, model):
     heads, kv_heads, head_dim = _gqa_sizes(model)
     lines = text.splitlines()
     assert lines[0].startswith("RuntimeError: The size of tensor a")
-    assert lines[1].startswith("matmul (@): query_states @ key_states.transpose(2, 3)   at explain_models.py:")
+    assert lines[1] == "matmul (@): query_states @ key_states.transpose(2, 3)"  # 100 columns: the place goes below
+    assert lines[2].startswith("  at explain_models.py:") and lines[2].endswith(" in skip_repeat_kv_forward")
     query = next(line for line in lines if line.strip().startswith("query_states "))
     key = next(line for line in lines if line.strip().startswith("key_states.transpose(2, 3) "))
     assert f"({1}, {heads}, {7}, {head_dim})  batch · heads · seq · head_dim" in query
@@ -99,7 +100,7 @@ def test_broadcast_mismatch_in_llama_rmsnorm_names_the_module_parameter():
     assert lines[2].split()[:2] == ["self.weight", "(64,)"]
     assert lines[3] == "    from model.layers.0.input_layernorm.weight (LlamaRMSNorm)"
     assert lines[4].split()[:4] == ["hidden_states.to(input_dtype)", "(1,", "3,", "48)"]
-    assert lines[5].startswith("    from hidden_states * torch.rsqrt(variance + self.variance_epsilon)")
+    assert lines[5] == "    from argument hidden_states of forward → to → * torch.rsqrt(variance + self.variance_epsilon)"
     assert lines[6] == ("  mismatch: self.weight dim 0 (64 hidden) vs hidden_states.to(input_dtype) dim 2 (48) "
                         "(broadcast (aligned from the right))")
 
