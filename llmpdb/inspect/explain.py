@@ -239,6 +239,12 @@ def explain_traceback(tb, exc: BaseException | None = None) -> Explanation:
     if not frames:
         raise ValueError("an empty traceback")
     user = [(f, lasti) for f, lasti in frames if not is_internal(f.f_code.co_filename)]
+    if not user:  # a catch stop inside torch: the traceback holds that frame only; its callers are live
+        caller = frames[0][0].f_back
+        while caller is not None and is_internal(caller.f_code.co_filename):
+            caller = caller.f_back
+        if caller is not None:
+            user = [(caller, caller.f_lasti)]
     frame, lasti = user[-1] if user else frames[-1]
     notes = []
     inner_frame = frames[-1][0]

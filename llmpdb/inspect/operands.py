@@ -130,6 +130,26 @@ def _kind(value) -> str:
     return type_name(value)
 
 
+def _index_keys(node: ast.AST, local_map, global_map) -> tuple | None:
+    """``x[0, :2, None, ...]``'s keys as ints, slices, None and Ellipsis; None for anything else."""
+    parts = node.elts if isinstance(node, ast.Tuple) else [node]
+    keys = []
+    for part in parts:
+        if isinstance(part, ast.Slice):
+            bounds = [None if b is None else static_value(b, local_map, global_map)
+                      for b in (part.lower, part.upper, part.step)]
+            if not all(b is None or type(b) is int for b in bounds):
+                return None
+            keys.append(slice(*bounds))
+            continue
+        value = static_value(part, local_map, global_map)
+        if value is None or value is Ellipsis or type(value) is int:
+            keys.append(value)
+        else:
+            return None
+    return tuple(keys)
+
+
 def _walk_chain(node: ast.AST, frame):
     """(base node, base value, [(method, args)]) for a chain of shape methods on a value read as stored."""
     local_map, global_map = frame_locals(frame), frame.f_globals
@@ -149,6 +169,9 @@ def _walk_chain(node: ast.AST, frame):
                     args.append(static_value(arg, local_map, global_map))
             chain.append((node.func.attr, tuple(args)))
             node = node.func.value
+        elif isinstance(node, ast.Subscript) and _index_keys(node.slice, local_map, global_map) is not None:
+            chain.append(("[]", _index_keys(node.slice, local_map, global_map)))
+            node = node.value
         elif isinstance(node, ast.Attribute) and node.attr in ("T", "mT"):
             chain.append((node.attr, ()))
             node = node.value

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["Mismatch", "SAME_SHAPE", "SHAPE_METHODS", "apply_method", "permute_of", "matmul_mismatch",
+__all__ = ["Mismatch", "SAME_SHAPE", "SHAPE_METHODS", "apply_method", "index_shape", "permute_of", "matmul_mismatch",
            "broadcast_mismatch", "cat_mismatch", "view_mismatch", "linear_mismatch"]
 
 # Tensor methods whose result has the receiver's shape (dtype/device/layout changes).
@@ -101,6 +101,8 @@ def apply_method(shape: tuple[int, ...] | None, method: str, args: tuple = ()) -
     rank = len(shape)
     if method in SAME_SHAPE:
         return shape
+    if method == "[]":
+        return index_shape(shape, args)
     order = permute_of(method, args, rank)
     if order is not None:
         return tuple(shape[i] for i in order)
@@ -134,6 +136,33 @@ def apply_method(shape: tuple[int, ...] | None, method: str, args: tuple = ()) -
             return None
         return shape[:s] + (math.prod(shape[s:e + 1]),) + shape[e + 1:]
     return None
+
+
+def index_shape(shape: tuple[int, ...], keys: tuple) -> tuple[int, ...] | None:
+    """Usage: ``index_shape((2, 3, 4), (0, slice(None, 2)))`` -> ``(2, 4)``; keys are ints, slices, None
+    (a new axis) and one Ellipsis; None for anything else (a tensor index, a bool mask)."""
+    if sum(k is Ellipsis for k in keys) > 1:
+        return None
+    used = sum(1 for k in keys if k is not None and k is not Ellipsis)
+    if used > len(shape):
+        return None
+    if Ellipsis in [k for k in keys if k is Ellipsis]:
+        at = next(i for i, k in enumerate(keys) if k is Ellipsis)
+        keys = keys[:at] + (slice(None),) * (len(shape) - used) + keys[at + 1:]
+    out, dim = [], 0
+    for key in keys:
+        if key is None:
+            out.append(1)
+        elif type(key) is int:
+            if not -shape[dim] <= key < shape[dim]:
+                return None
+            dim += 1
+        elif type(key) is slice:
+            out.append(len(range(*key.indices(shape[dim]))))
+            dim += 1
+        else:
+            return None
+    return tuple(out) + tuple(shape[dim:])
 
 
 def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, int] | None:

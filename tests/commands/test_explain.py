@@ -178,3 +178,57 @@ def test_no_source_says_so_in_one_line(tmp_path):
     lines = out[0].splitlines()
     assert lines[0].startswith("RuntimeError: mat1 and mat2 shapes cannot be multiplied")
     assert lines[1] == f"  no source for {path}:2: cannot parse the failing line"
+
+
+def test_catch_stop_inside_torch_explains_the_callers_line():
+    model = LinearMismatch()
+
+    def handled():
+        try:
+            model(torch.ones(2, 8))
+        except RuntimeError:
+            pass
+
+    out = debug_transcript(handled, ["catch RuntimeError", "c", "explain", "uncatch all", "c"])
+    lines = out.split("(llmpdb) ")[3].splitlines()
+    assert lines[0] == "RuntimeError: mat1 and mat2 shapes cannot be multiplied (2x16 and 32x4)"
+    assert lines[1].startswith("Linear call: self.fc2(h)   at explain_models.py:")
+    assert lines[2].startswith("  (raised inside linear.py:")
+    assert "  mismatch: dim 1: 16 vs 32 (input's last dim vs the weight's in_features)" in lines
+
+
+class Spy:
+    """Records every attribute it is asked for (``__getattr__`` and ``__getattribute__``)."""
+
+    asked: list[str] = []
+
+    def __getattribute__(self, name):
+        Spy.asked.append(name)
+        return object.__getattribute__(self, name)
+
+    def __getattr__(self, name):
+        Spy.asked.append(name)
+        raise AttributeError(name)
+
+
+def hostile_stop():
+    from unittest import mock
+
+    spy, fake = Spy(), mock.MagicMock()
+    q = torch.zeros(2, 3)
+    breakpoint()
+    return spy, fake, q
+
+
+def test_hostile_locals_are_asked_nothing():
+    from unittest import mock
+
+    Spy.asked.clear()
+    out = outputs_of(debug_transcript(hostile_stop, ["c", "explain spy.scores @ q", "explain fake.weight + q",
+                                                     "explain torch.cat([spy, fake.x, q[0]])", "c"]))
+    assert Spy.asked == []
+    assert all("internal error" not in chunk for chunk in out), out
+    assert "spy.scores" in out[0] and "not read (would run code)" in out[0]
+    assert "fake.weight" in out[1]
+    assert "q[0]" in out[2] and "(3,)" in out[2]
+    assert isinstance(mock.MagicMock(), mock.MagicMock)

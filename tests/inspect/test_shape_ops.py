@@ -71,3 +71,12 @@ def test_cat_view_linear():
     found = linear_mismatch((2, 16), (4, 32))
     assert (found.dim_a, found.size_a, found.size_b) == (1, 16, 32)
     assert linear_mismatch((2, 32), (4, 32)) is None
+
+
+@pytest.mark.parametrize("keys", [(0,), (slice(None, 2),), (0, slice(1, None)), (Ellipsis, 0), (None, 1),
+                                  (slice(None), None, Ellipsis, slice(None, None, 2)), (-1, -1)])
+def test_index_shape_agrees_with_torch(keys):
+    from llmpdb.inspect.shape_ops import index_shape
+
+    t = torch.zeros(2, 3, 4)
+    assert index_shape((2, 3, 4), keys) == tuple(t[keys].shape)
