@@ -25,7 +25,7 @@ from .provenance import Provenance, dotted, module_path, provenance, static_valu
 from .safe import is_tensor, no_torch_function, short_dtype, type_name
 from .shape_ops import SAME_SHAPE, SHAPE_METHODS, apply_method, permute_of
 
-__all__ = ["Operand", "Operation", "classify", "resolve_operand"]
+__all__ = ["Operand", "Operation", "classify", "resolve_operand", "module_operand"]
 
 _MATMUL = {"matmul", "bmm", "mm", "mv"}
 _CAT = {"cat", "concat", "concatenate", "stack", "hstack", "vstack"}

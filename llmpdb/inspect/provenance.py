@@ -68,7 +68,8 @@ def _tree(filename: str, lines: list[str]) -> ast.Module | None:
 
 def function_ast(code, lineno: int | None = None) -> tuple[ast.Module, ast.AST] | None:
     """Usage: ``function_ast(frame.f_code, frame.f_lineno)``; the parsed file and the innermost function
-    of that name holding ``lineno`` (the module itself for module-level code), or None without source."""
+    of that name holding ``lineno`` (else the innermost function holding it, else the module), or None
+    when there is no source or it does not parse."""
     lines = linecache.getlines(code.co_filename)
     if not lines:
         return None
@@ -78,15 +79,18 @@ def function_ast(code, lineno: int | None = None) -> tuple[ast.Module, ast.AST] 
     line = lineno or code.co_firstlineno
     if code.co_name == "<module>":
         return tree, tree
-    best = None
+    best = enclosing = None
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-            name = getattr(node, "name", "<lambda>")
-            if name == code.co_name and start <= line <= node.end_lineno:
-                if best is None or node.lineno >= best.lineno:
-                    best = node
-    return (tree, best) if best is not None else None
+            if not start <= line <= node.end_lineno:
+                continue
+            if getattr(node, "name", "<lambda>") == code.co_name and (best is None or node.lineno >= best.lineno):
+                best = node
+            if enclosing is None or node.lineno >= enclosing.lineno:
+                enclosing = node
+    # a comprehension's own code (3.11: <listcomp>, <genexpr>) runs inside the function that holds it
+    return tree, best or enclosing or tree
 
 
 def dotted(node: ast.AST) -> str:

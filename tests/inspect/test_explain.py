@@ -104,3 +104,16 @@ def test_rendered_at_width_80():
         "            right))",
         "  hint: GQA not expanded: repeat_kv missing?",
     ]
+
+
+def test_a_comprehension_is_explained_in_its_function():
+    def scores(xs):
+        w = torch.zeros(5, 2)
+        return [x @ w for x in xs]
+
+    exc = _caught(scores, [torch.zeros(3, 4)])
+    report = explain_traceback(exc.__traceback__, exc)
+    x, w = report.operands
+    assert (report.expression, x.shape, w.shape) == ("x @ w", (3, 4), (5, 2))
+    assert w.provenance.origin == "torch.zeros(5, 2)"
+    assert report.diagnosis == "x dim 1 (4) vs w dim 0 (5) (contracted dims (last of a, second-to-last of b))"
