@@ -232,3 +232,19 @@ def test_hostile_locals_are_asked_nothing():
     assert "fake.weight" in out[1]
     assert "q[0]" in out[2] and "(3,)" in out[2]
     assert isinstance(mock.MagicMock(), mock.MagicMock)
+
+
+def breakpoint_in_except(model, x):
+    try:
+        model(x)
+    except RuntimeError:
+        breakpoint()  # pdb stops at the next line: still inside the except block
+        x = None
+    return x
+
+
+def test_breakpoint_inside_an_except_block_explains_the_handled_exception():
+    out = outputs_of(debug_transcript(breakpoint_in_except, ["c", "explain", "c"], LinearMismatch(), torch.ones(2, 8)))
+    lines = out[0].splitlines()
+    assert lines[0] == "RuntimeError: mat1 and mat2 shapes cannot be multiplied (2x16 and 32x4)"
+    assert lines[1].startswith("Linear call: self.fc2(h)   at explain_models.py:")
