@@ -95,8 +95,8 @@ def classify(node: ast.AST, frame) -> Operation | None:
     args = [a for a in node.args if not isinstance(a, ast.Starred)]
     if method_on is not None and name in ("view", "reshape"):
         return Operation("view", name, [method_on], shape_args=list(node.args))
-    callee = static_value(node.func, frame_locals(frame), frame.f_globals) if isinstance(node.func, ast.Attribute) \
-        and isinstance(node.func.value, ast.Name) and node.func.value.id == "self" else MISSING
+    callee = static_value(node.func, frame_locals(frame), frame.f_globals) if isinstance(
+        node.func, (ast.Name, ast.Attribute)) else MISSING
     if is_module(callee):
         return Operation("module", f"{type_name(callee)} call", args[:1], module=callee, module_text=dotted(node.func))
     operands = ([method_on] if method_on is not None else []) + args

@@ -25,7 +25,7 @@ import linecache
 import operator
 from dataclasses import dataclass
 
-from .frames import frame_locals, frame_self
+from .frames import frame_locals
 from .kinds import MISSING, is_module, module_attr, sequence_items, stored
 from .modules import frame_stack, model_names, module_frames
 from .safe import is_tensor, no_torch_function
@@ -295,15 +295,12 @@ def _flat_args(call: ast.Call) -> list[ast.AST]:
     return out
 
 
-def _self_submodule(call: ast.Call, frame):
-    func = call.func
-    if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"):
+def _called_module(call: ast.Call, local_map: dict, global_map: dict):
+    """The nn.Module a call runs (``self.q_proj(...)``, ``layer(...)``), read as stored; None otherwise."""
+    if not isinstance(call.func, (ast.Name, ast.Attribute)):
         return None
-    owner = frame_self(frame)
-    if not is_module(owner):
-        return None
-    sub = module_attr(owner, func.attr, None)
-    return sub if is_module(sub) else None
+    value = static_value(call.func, local_map, global_map)
+    return value if is_module(value) else None
 
 
 def provenance(func, name: str, before: int, frame, max_steps: int = 12) -> Provenance:
@@ -325,9 +322,9 @@ def provenance(func, name: str, before: int, frame, max_steps: int = 12) -> Prov
         chain, base = _unwrap_methods(node.value)
         steps[:0] = [step + mark for step in chain]
         if isinstance(base, ast.Call):
-            sub = _self_submodule(base, frame)
+            sub = _called_module(base, local_map, frame.f_globals)
             if sub is not None:
-                path = module_path(frame, sub) or f"self.{base.func.attr}"
+                path = (module_path(frame, sub) or dotted(base.func)) + mark
                 return Provenance(dotted(base), tuple(steps), path, type(sub).__name__, node.lineno)
             arg_names = [a.id for a in _flat_args(base) if isinstance(a, ast.Name)]
             callee = dotted(base.func)

@@ -117,3 +117,25 @@ def test_a_comprehension_is_explained_in_its_function():
     assert (report.expression, x.shape, w.shape) == ("x @ w", (3, 4), (5, 2))
     assert w.provenance.origin == "torch.zeros(5, 2)"
     assert report.diagnosis == "x dim 1 (4) vs w dim 0 (5) (contracted dims (last of a, second-to-last of b))"
+
+
+class Stack(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(6, 6) for _ in range(2)])
+        self.head = nn.Linear(4, 3)
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def test_a_module_held_in_a_local_names_the_last_one_that_ran():
+    exc = _caught(Stack(), torch.ones(2, 6))
+    report = explain_traceback(exc.__traceback__, exc)
+    x, weight = report.operands
+    assert report.op == "Linear call" and (x.shape, weight.shape) == ((2, 6), (3, 4))
+    assert x.provenance.module_path == "blocks.1?"  # assigned in a loop: marked, though the loop did finish
+    assert weight.provenance.module_path == "head"
+    assert report.hint == "head (Linear) expects in_features 4; the input's last dim is 6"
