@@ -21,6 +21,7 @@ def compiled_code_note(frame, debugger) -> str | None:
 from .catch import CatchCommands  # noqa: E402
 from .diverge import DivergeCommands  # noqa: E402
 from .dump import DumpCommands  # noqa: E402
+from .explain import ExplainCommands  # noqa: E402
 from .grads import GradsCommands  # noqa: E402
 from .help import HelpCommands  # noqa: E402
 from .kv import KvCommands  # noqa: E402
@@ -38,4 +39,4 @@ from .watching import WatchCommands  # noqa: E402
 COMMAND_MIXINS.extend([CatchCommands, HelpCommands, MuteCommands, NavigationCommands, ShapesCommands,
                        StatediffCommands, KvCommands, TraceCommands, WatchCommands, NanBreakCommands,
                        GradsCommands, TokensCommands, DivergeCommands, DumpCommands, MemCommands,
-                       ShowCommands])
+                       ShowCommands, ExplainCommands])

@@ -94,7 +94,11 @@ class CatchCommands:
         self.message(f"catch {catch.number}: {type(exc).__name__}: {exc}  (raised here; no handler ran yet)")
         if note:
             self.message(f"*** {note}")
-        self.interaction(frame, tb)
+        self.stop_exception = exc  # `explain` names it; the traceback alone does not lead back to it
+        try:
+            self.interaction(frame, tb)
+        finally:
+            self.stop_exception = None
         if self.quitting:  # `q` at a catch stop: end the program, as at any other stop
             raise bdb.BdbQuit
         continuing = self.stopframe is self.botframe and self.stoplineno == -1
