@@ -28,7 +28,6 @@ from ..forward.diverge_variants import (SettingError, attn_implementation, cast_
                                         dropout_note, dtype_copy, free_bytes, parse_setting, same_randomness)
 from ..inspect.diverge_records import DivergeReport, default_tolerance
 from ..inspect.kinds import is_hf, is_module, module_attr
-from ..inspect.modules import model_names
 from ..inspect.safe import short_dtype
 from ..render.diverge import number, render_diverge
 from ..units import human_bytes
@@ -112,7 +111,9 @@ def bind_model(expr: str, local_map: dict, global_map: dict):
 
 
 def _paths(root) -> dict[int, str]:
-    return {key: (value[0] if value else "") for key, value in model_names(root).names.items()}
+    """Every module's path in EXPR's model as ``named_modules`` gives it (a wrapper's ``module.`` kept), so
+    that each path is one module of that tree (``--break`` finds its module by it)."""
+    return {id(module): name for name, module in root.named_modules()}
 
 
 def _tree(root) -> list[tuple[str, str]]:

@@ -323,3 +323,49 @@ def test_break_stops_at_the_diverging_module_in_a_recursive_debugger_and_the_out
     assert "return marker" in tail[0]            # `n` at the outer stop still steps one line
     assert tail[1] == "'after the stop'"
     assert no_hooks_left(model, other)
+
+
+class Wrapper(torch.nn.Module):
+    """A DDP-less wrapper (as DataParallel/DDP hold the model): the model as ``.module``."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.module = model
+
+    def forward(self, *args, **kwargs):
+        return self.module(*args, **kwargs)
+
+
+def test_a_wrapped_model_reports_real_paths_and_break_finds_the_module():
+    model = tiny_llama()
+    other = copy.deepcopy(model)
+    with torch.no_grad():
+        other.model.layers[1].mlp.down_proj.weight[3, 5] += 0.25
+    wrapped, wrapped_other = Wrapper(model).eval(), Wrapper(other).eval()
+    chunks = outputs_of(debug_transcript(stepping_program, ["c", "diverge model(**inputs) --vs other --all", "diverge model(**inputs) --vs other --break",
+                     "p type(self).__name__", "c", "c"], wrapped, wrapped_other))
+    text = chunks[0]
+    assert first_divergence(text) == ("module.model.layers.1.mlp.down_proj", "Linear")
+    paths = [r[1] for r in table(text)]
+    assert paths and all(p.startswith("module.") and p in dict(wrapped.named_modules()) for p in paths)
+    assert "is not a module of the second model" not in chunks[1]
+    assert "ENTERING RECURSIVE DEBUGGER" in chunks[1]
+    assert ("diverge --break: module.model.layers.1.mlp.down_proj (Linear) starts its forward in run 2"
+            in chunks[1]) and "((llmpdb)) 'Linear'" in chunks[1]
+    assert no_hooks_left(wrapped, wrapped_other)
+
+
+def meta_program(model):
+    x = torch.randn(1, 5, 32, device="meta")
+    breakpoint()
+    return x
+
+
+def test_a_model_on_the_meta_device_gets_no_verdict_rather_than_no_divergence():
+    model = plain_model().blocks[0].to("meta")
+    chunks = outputs_of(debug_transcript(meta_program, ["c", "diverge model(x) --vs dtype=bf16 --all", "c"], model))
+    text = chunks[0]
+    assert "no divergence" not in text and first_divergence(text) is None
+    assert re.search(r"^no verdict \(\?\): none of the 3 module calls had output values to compare", text, re.M)
+    assert {r[-1] for r in table(text)} == {"?*"}
+    assert no_hooks_left(model)
