@@ -40,8 +40,14 @@ def row_notes(call: CallCompare) -> list[str]:
     return [f"{d.where} {d.note}" for d in call.outputs if d.note]
 
 
+def has_values(call: CallCompare) -> bool:
+    """Some output tensor of the call was compared by value (a meta tensor or a call without tensor
+    outputs has none: no verdict on it)."""
+    return any(d.max_abs is not None for d in call.outputs)
+
+
 def _row(call: CallCompare, style: Style) -> list[str]:
-    status = style.bad("DIFFERS") if call.beyond else "ok"
+    status = style.bad("DIFFERS") if call.beyond else ("ok" if has_values(call) else "?")
     return [str(call.order), call.path, call.class_name, number(call.largest("abs")), number(call.largest("rel")),
             status + ("*" if row_notes(call) else "")]
 
@@ -122,8 +128,17 @@ def render_diverge(report: DivergeReport, *, width: int = 100, show_all: bool = 
         where = (f"\n  largest max abs {number(largest.largest('abs'))} at {largest.path}"
                  if largest is not None and largest.largest("abs") else "")
         scope = " (only the calls recorded: see memory)" if report.over_budget_at is not None else ""
-        out.append(f"no divergence: {plural(len(report.rows), 'module call')} compared{scope}, every output within "
-                   f"tolerance{where}")
+        valued = [c for c in report.rows if has_values(c)]
+        blind = len(report.rows) - len(valued)
+        if report.rows and not valued:
+            out.append(style.warn(f"no verdict (?): none of the {plural(len(report.rows), 'module call')} had output "
+                                  "values to compare (meta tensors, or no tensor outputs)"))
+        else:
+            out.append(f"no divergence: {plural(len(valued), 'module call')} compared{scope}, every output within "
+                       f"tolerance{where}")
+            if blind:
+                out.append(style.warn(f"  ? {plural(blind, 'module call')} had no output values to compare (meta "
+                                      "tensors, or no tensor outputs)"))
     if report.over_budget_at is not None:
         out.append(style.warn(f"memory: the records reached the budget of {human_bytes(report.budget)} at call "
                               f"#{report.over_budget_at}: only the {plural(report.recorded, 'call')} recorded "
