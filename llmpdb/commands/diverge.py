@@ -25,12 +25,13 @@ import sys
 
 from ..forward.diverge import RunComparer, RunRecorder, hooked_modules
 from ..forward.diverge_variants import (SettingError, attn_implementation, cast_floats, checkpoint_copy, current_attn,
-                                        dropout_note, dtype_copy, free_bytes, parse_setting, same_randomness)
+                                        dropout_note, dtype_copy, free_bytes, kept_buffers, parse_setting,
+                                        same_randomness)
 from ..inspect.diverge_records import DivergeReport, default_tolerance
 from ..inspect.kinds import is_hf, is_module, module_attr
 from ..inspect.safe import short_dtype
 from ..render.diverge import number, render_diverge
-from ..units import human_bytes
+from ..units import human_bytes, plural
 from ._command import CommandError, command, parse_args
 from .diverge_break import DivergeBreak
 
@@ -250,7 +251,9 @@ class DivergeCommands(DivergeBreak):
         second_model, variant, cast_to, attn_ctx = self._diverge_variant(setting, model, notes)
         first_locals = _run_locals(names, local_map, global_map, model, None, notes)
         second_locals = _run_locals(names, local_map, global_map, second_model, cast_to, [])
-        report = self._diverge_run(args, code, model, second_model, first_locals, second_locals, attn_ctx, torch)
+        owned = [model] + ([second_model] if setting.kind in ("model", "attn") and second_model is not model else [])
+        report = self._diverge_run(args, code, model, second_model, first_locals, second_locals, attn_ctx, torch,
+                                   owned)
         report.setting, report.variant, report.notes = setting.text, variant, notes + report.notes
         del first_locals, second_locals
         self.message(render_diverge(report, width=self.out_width(), show_all=args.flag("--all"),
@@ -270,7 +273,7 @@ class DivergeCommands(DivergeBreak):
 
         def run_once():
             run_locals = make_locals()
-            with same_randomness(torch) as reset, torch.no_grad():
+            with kept_buffers(torch, second_model), same_randomness(torch) as reset, torch.no_grad():
                 reset()
                 with (attn_ctx() if attn_ctx is not None else contextlib.nullcontext()):
                     eval(code, global_map, run_locals)
@@ -281,7 +284,7 @@ class DivergeCommands(DivergeBreak):
         if failure is not None:
             self.error(f"diverge: {failure}")
 
-    def _diverge_run(self, args, code, model, second_model, first_locals, second_locals, attn_ctx, torch):
+    def _diverge_run(self, args, code, model, second_model, first_locals, second_locals, attn_ctx, torch, owned):
         rtol, atol = args.value("--rtol"), args.value("--atol")
         budget = args.value("--max-mem")
         if budget is None:
@@ -297,7 +300,7 @@ class DivergeCommands(DivergeBreak):
         second = RunComparer(hooked_modules(second_model, _paths(second_model)), first, rtol=rtol, atol=atol)
         report = DivergeReport(args.rest, "", "", tolerance=tol, budget=budget)
         global_map = self.current_frame().f_globals
-        with same_randomness(torch) as reset, torch.no_grad():
+        with kept_buffers(torch, *owned) as restored, same_randomness(torch) as reset, torch.no_grad():
             try:
                 with first.hooked():
                     eval(code, global_map, first_locals)
@@ -319,4 +322,7 @@ class DivergeCommands(DivergeBreak):
         report.calls_first, report.calls_second = first.calls, second.calls
         report.recorded, report.used, report.over_budget_at = first.recorded, first.used, first.over_budget_at
         report.notes = [f"a hook failed {p}" for p in (first.problems + second.problems)[:3]]
+        if restored:
+            shown = ", ".join(restored[:3]) + (", ..." if len(restored) > 3 else "")
+            report.notes.append(f"the runs changed {plural(len(restored), 'buffer')} in place ({shown}): values put back")
         return report

@@ -369,3 +369,34 @@ def test_a_model_on_the_meta_device_gets_no_verdict_rather_than_no_divergence():
     assert re.search(r"^no verdict \(\?\): none of the 3 module calls had output values to compare", text, re.M)
     assert {r[-1] for r in table(text)} == {"?*"}
     assert no_hooks_left(model)
+
+
+class NormDrop(torch.nn.Module):
+    """BatchNorm (running stats move in training mode) and a non-persistent float buffer, as rotary inv_freq."""
+
+    def __init__(self):
+        super().__init__()
+        self.bn = torch.nn.BatchNorm1d(4)
+        self.register_buffer("inv_freq", torch.arange(1.0, 5.0), persistent=False)
+
+    def forward(self, x):
+        return self.bn(x) * self.inv_freq
+
+
+def norm_program(model):
+    x = torch.randn(8, 4)
+    breakpoint()
+    return x
+
+
+def test_buffers_a_training_run_changes_in_place_are_put_back():
+    model = NormDrop().train()
+    before = {k: v.clone() for k, v in model.named_buffers()}
+    chunks = outputs_of(debug_transcript(norm_program, ["c", "diverge model(x) --vs dtype=float64 --all", "c"], model))
+    text = chunks[0]
+    assert ("note: the runs changed 3 buffers in place (bn.running_mean, bn.running_var, bn.num_batches_tracked): "
+            "values put back") in text
+    assert first_divergence(text) is None and "no divergence: 2 module calls compared" in text
+    after = dict(model.named_buffers())
+    assert all(torch.equal(before[k], after[k]) for k in before) and after["inv_freq"].dtype == torch.float32
+    assert no_hooks_left(model)
