@@ -111,6 +111,33 @@ def bind_model(expr: str, local_map: dict, global_map: dict):
     return compile(tree, "<llmpdb diverge>", "eval"), model, names
 
 
+def _callee(expr: str) -> ast.expr:
+    node = ast.parse(expr.strip(), mode="eval").body.func
+    return node.value if isinstance(node, ast.Attribute) and node.attr in ("forward", "__call__", "generate") else node
+
+
+def _callee_note(expr: str, model, local_map: dict) -> str | None:
+    """Names the model the second run changes when the frame holds other models (they stay as they are)."""
+    others = [k for k, v in local_map.items() if v is not model and not k.startswith("__") and is_module(v)]
+    if not others:
+        return None
+    shown = ", ".join(others[:3]) + (f" (+{len(others) - 3})" if len(others) > 3 else "")
+    return (f"the model changed in run 2 is {ast.unparse(_callee(expr))} ({type(model).__name__}), the one EXPR "
+            f"calls; not {shown}")
+
+
+def _side_effect_note(expr: str) -> str | None:
+    """EXPR runs once per run: calls in it besides the model's (``log.append(x)``) and ``:=`` ran twice."""
+    tree = ast.parse(expr.strip(), mode="eval")
+    calls = [ast.unparse(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call) and n is not tree.body]
+    if any(isinstance(n, ast.NamedExpr) for n in ast.walk(tree)):
+        calls.append(":=")
+    if not calls:
+        return None
+    shown = ", ".join(dict.fromkeys(calls[:3]))
+    return f"EXPR is evaluated once per run: its other calls ({shown}) ran twice, side effects included"
+
+
 def _paths(root) -> dict[int, str]:
     """Every module's path in EXPR's model as ``named_modules`` gives it (a wrapper's ``module.`` kept), so
     that each path is one module of that tree (``--break`` finds its module by it)."""
@@ -247,7 +274,8 @@ class DivergeCommands(DivergeBreak):
             raise CommandError("no frame to evaluate in")
         local_map, global_map = self.frame_locals(), frame.f_globals
         code, model, names = bind_model(args.rest, local_map, global_map)
-        notes = [n for n in [dropout_note(model)] if n]
+        notes = [n for n in [dropout_note(model), _callee_note(args.rest, model, local_map),
+                             _side_effect_note(args.rest)] if n]
         second_model, variant, cast_to, attn_ctx = self._diverge_variant(setting, model, notes)
         first_locals = _run_locals(names, local_map, global_map, model, None, notes)
         second_locals = _run_locals(names, local_map, global_map, second_model, cast_to, [])

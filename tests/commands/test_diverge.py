@@ -400,3 +400,21 @@ def test_buffers_a_training_run_changes_in_place_are_put_back():
     after = dict(model.named_buffers())
     assert all(torch.equal(before[k], after[k]) for k in before) and after["inv_freq"].dtype == torch.float32
     assert no_hooks_left(model)
+
+
+def two_models_program(model, reference, log):
+    inputs = inputs_of()
+    breakpoint()
+    return log
+
+
+def test_with_two_models_in_the_frame_the_report_names_the_one_changed_and_says_expr_ran_twice():
+    model, reference, log = tiny_llama(), tiny_llama(), []
+    chunks = outputs_of(debug_transcript(two_models_program, [
+        "c", "diverge reference(**{**inputs, **({} if log.append(1) else {})}) --vs dtype=bf16", "c"],
+        model, reference, log))
+    text = chunks[0]
+    assert ("note: the model changed in run 2 is reference (LlamaForCausalLM), the one EXPR calls; not model"
+            in text)
+    assert "note: EXPR is evaluated once per run: its other calls (log.append) ran twice, side effects included" in text
+    assert {p.dtype for p in reference.parameters()} == {torch.float32}
