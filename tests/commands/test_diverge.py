@@ -46,6 +46,11 @@ def run(commands, model, other=None, width=120):
     return chunks, state
 
 
+def flat(text: str) -> str:
+    """The text with every run of whitespace (a wrapped line's break and indent) as one space."""
+    return " ".join(text.split())
+
+
 def first_divergence(text: str) -> tuple[str, str] | None:
     match = re.search(r"^first divergence: (\S+) \((\w+)\), call #\d+$", text, re.M)
     return (match.group(1), match.group(2)) if match else None
@@ -189,7 +194,7 @@ def test_a_small_memory_budget_compares_the_first_calls_and_says_so():
     chunks, _ = run(["diverge model(**inputs) --vs dtype=float32 --max-mem 20K"], model)
     text = chunks[0]
     match = re.search(r"memory: the records reached the budget of 20.0 KiB at call #(\d+): only the (\d+) calls "
-                      r"recorded before were compared, of (\d+) \(raise --max-mem\)", text)
+                      r"recorded before were compared, of (\d+) \(raise --max-mem\)", flat(text))
     assert match is not None
     compared, total = int(match.group(2)), int(match.group(3))
     assert 0 < compared < total == called_modules(model)
@@ -395,7 +400,7 @@ def test_buffers_a_training_run_changes_in_place_are_put_back():
     chunks = outputs_of(debug_transcript(norm_program, ["c", "diverge model(x) --vs dtype=float64 --all", "c"], model))
     text = chunks[0]
     assert ("note: the runs changed 3 buffers in place (bn.running_mean, bn.running_var, bn.num_batches_tracked): "
-            "values put back") in text
+            "values put back") in flat(text)
     assert first_divergence(text) is None and "no divergence: 2 module calls compared" in text
     after = dict(model.named_buffers())
     assert all(torch.equal(before[k], after[k]) for k in before) and after["inv_freq"].dtype == torch.float32
@@ -415,6 +420,19 @@ def test_with_two_models_in_the_frame_the_report_names_the_one_changed_and_says_
         model, reference, log))
     text = chunks[0]
     assert ("note: the model changed in run 2 is reference (LlamaForCausalLM), the one EXPR calls; not model"
-            in text)
-    assert "note: EXPR is evaluated once per run: its other calls (log.append) ran twice, side effects included" in text
+            in flat(text))
+    assert ("note: EXPR is evaluated once per run: its other calls (log.append) ran twice, side effects included"
+            in flat(text))
     assert {p.dtype for p in reference.parameters()} == {torch.float32}
+
+
+def test_every_line_of_the_report_fits_80_columns():
+    model = tiny_llama(attention_dropout=0.5).train()
+    chunks, _ = run(["diverge model(**inputs) --vs dtype=bfloat16 --max-mem 20K",
+                     "diverge model(**inputs) --vs attn_implementation=eager --all"], model, width=80)
+    for text in chunks[:2]:
+        assert text.startswith("diverge: model(**inputs)  vs  ")
+        assert "memory: the records reached" in text or "only in run 2" in text
+        too_long = [line for line in text.splitlines() if len(line) > 80]
+        assert not too_long, too_long
+    assert no_hooks_left(model)
