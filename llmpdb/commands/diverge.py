@@ -175,6 +175,12 @@ def _run_locals(names, local_map, global_map, model, cast_to, notes) -> dict:
     return run_locals
 
 
+def _raised_text(exc: BaseException) -> str:
+    """``RuntimeError: boom``; a bare ``KeyboardInterrupt`` (Ctrl-C) without a dangling colon."""
+    text = (str(exc).strip().splitlines() or [""])[0][:200]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 def _first_dtype(model):
     for t in model.parameters():
         return t.dtype
@@ -333,7 +339,7 @@ class DivergeCommands(DivergeBreak):
                 with first.hooked():
                     eval(code, global_map, first_locals)
             except BaseException as exc:  # SystemExit/KeyboardInterrupt from the user's code end only this run
-                report.errors.append(f"run 1 raised {type(exc).__name__}: {exc} (nothing compared; hooks removed)")
+                report.errors.append(f"run 1 raised {_raised_text(exc)} (nothing compared; hooks removed)")
             first.forget_sharing()
             if not report.errors:
                 reset()
@@ -344,8 +350,7 @@ class DivergeCommands(DivergeBreak):
                 except SettingError as exc:
                     raise CommandError(str(exc)) from None
                 except BaseException as exc:
-                    report.errors.append(f"run 2 raised {type(exc).__name__}: {exc} (compared up to there; hooks "
-                                         "removed)")
+                    report.errors.append(f"run 2 raised {_raised_text(exc)} (compared up to there; hooks removed)")
         report.rows, report.first, report.structure = second.rows, second.first, second.structure
         report.calls_first, report.calls_second = first.calls, second.calls
         report.recorded, report.used, report.over_budget_at = first.recorded, first.used, first.over_budget_at

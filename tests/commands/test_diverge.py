@@ -436,3 +436,23 @@ def test_every_line_of_the_report_fits_80_columns():
         too_long = [line for line in text.splitlines() if len(line) > 80]
         assert not too_long, too_long
     assert no_hooks_left(model)
+
+
+def test_ctrl_c_in_the_second_run_leaves_no_hook_and_restores_rng_grad_mode_and_config():
+    model = tiny_llama()
+    norm_forward, calls = model.model.norm.forward, []
+
+    def interrupted(*args, **kwargs):   # Ctrl-C while run 2 (eager attention) is inside the final norm
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return norm_forward(*args, **kwargs)
+
+    model.model.norm.forward = interrupted
+    chunks, state = run(["diverge model(**inputs) --vs attn_implementation=eager", "p 1 + 1"], model)
+    text = chunks[0]
+    assert re.search(r"^error: run 2 raised KeyboardInterrupt \(compared up to there; hooks removed\)$", text, re.M)
+    assert chunks[1] == "2"   # the debugger goes on
+    before, after = state["before"], state["after"]
+    assert torch.equal(before[0], after[0]) and after[1] is True and after[2] == "sdpa"
+    assert model.config._attn_implementation == "sdpa" and no_hooks_left(model)
