@@ -25,13 +25,13 @@ import sys
 
 from ..forward.diverge import RunComparer, RunRecorder, hooked_modules
 from ..forward.diverge_variants import (SettingError, attn_implementation, cast_floats, checkpoint_copy, current_attn,
-                                        dropout_note, dtype_copy, free_bytes, parse_setting, same_randomness)
+                                        dropout_note, dtype_copy, free_bytes, kept_buffers, parse_setting,
+                                        same_randomness)
 from ..inspect.diverge_records import DivergeReport, default_tolerance
 from ..inspect.kinds import is_hf, is_module, module_attr
-from ..inspect.modules import model_names
 from ..inspect.safe import short_dtype
 from ..render.diverge import number, render_diverge
-from ..units import human_bytes
+from ..units import human_bytes, plural
 from ._command import CommandError, command, parse_args
 from .diverge_break import DivergeBreak
 
@@ -111,8 +111,37 @@ def bind_model(expr: str, local_map: dict, global_map: dict):
     return compile(tree, "<llmpdb diverge>", "eval"), model, names
 
 
+def _callee(expr: str) -> ast.expr:
+    node = ast.parse(expr.strip(), mode="eval").body.func
+    return node.value if isinstance(node, ast.Attribute) and node.attr in ("forward", "__call__", "generate") else node
+
+
+def _callee_note(expr: str, model, local_map: dict) -> str | None:
+    """Names the model the second run changes when the frame holds other models (they stay as they are)."""
+    others = [k for k, v in local_map.items() if v is not model and not k.startswith("__") and is_module(v)]
+    if not others:
+        return None
+    shown = ", ".join(others[:3]) + (f" (+{len(others) - 3})" if len(others) > 3 else "")
+    return (f"the model changed in run 2 is {ast.unparse(_callee(expr))} ({type(model).__name__}), the one EXPR "
+            f"calls; not {shown}")
+
+
+def _side_effect_note(expr: str) -> str | None:
+    """EXPR runs once per run: calls in it besides the model's (``log.append(x)``) and ``:=`` ran twice."""
+    tree = ast.parse(expr.strip(), mode="eval")
+    calls = [ast.unparse(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call) and n is not tree.body]
+    if any(isinstance(n, ast.NamedExpr) for n in ast.walk(tree)):
+        calls.append(":=")
+    if not calls:
+        return None
+    shown = ", ".join(dict.fromkeys(calls[:3]))
+    return f"EXPR is evaluated once per run: its other calls ({shown}) ran twice, side effects included"
+
+
 def _paths(root) -> dict[int, str]:
-    return {key: (value[0] if value else "") for key, value in model_names(root).names.items()}
+    """Every module's path in EXPR's model as ``named_modules`` gives it (a wrapper's ``module.`` kept), so
+    that each path is one module of that tree (``--break`` finds its module by it)."""
+    return {id(module): name for name, module in root.named_modules()}
 
 
 def _tree(root) -> list[tuple[str, str]]:
@@ -144,6 +173,12 @@ def _run_locals(names, local_map, global_map, model, cast_to, notes) -> dict:
             run_locals[name] = cast_floats(value, cast_to) if cast_to is not None else value
     run_locals[MODEL_VAR] = model
     return run_locals
+
+
+def _raised_text(exc: BaseException) -> str:
+    """``RuntimeError: boom``; a bare ``KeyboardInterrupt`` (Ctrl-C) without a dangling colon."""
+    text = (str(exc).strip().splitlines() or [""])[0][:200]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _first_dtype(model):
@@ -245,11 +280,14 @@ class DivergeCommands(DivergeBreak):
             raise CommandError("no frame to evaluate in")
         local_map, global_map = self.frame_locals(), frame.f_globals
         code, model, names = bind_model(args.rest, local_map, global_map)
-        notes = [n for n in [dropout_note(model)] if n]
+        notes = [n for n in [dropout_note(model), _callee_note(args.rest, model, local_map),
+                             _side_effect_note(args.rest)] if n]
         second_model, variant, cast_to, attn_ctx = self._diverge_variant(setting, model, notes)
         first_locals = _run_locals(names, local_map, global_map, model, None, notes)
         second_locals = _run_locals(names, local_map, global_map, second_model, cast_to, [])
-        report = self._diverge_run(args, code, model, second_model, first_locals, second_locals, attn_ctx, torch)
+        owned = [model] + ([second_model] if setting.kind in ("model", "attn") and second_model is not model else [])
+        report = self._diverge_run(args, code, model, second_model, first_locals, second_locals, attn_ctx, torch,
+                                   owned)
         report.setting, report.variant, report.notes = setting.text, variant, notes + report.notes
         del first_locals, second_locals
         self.message(render_diverge(report, width=self.out_width(), show_all=args.flag("--all"),
@@ -269,7 +307,7 @@ class DivergeCommands(DivergeBreak):
 
         def run_once():
             run_locals = make_locals()
-            with same_randomness(torch) as reset, torch.no_grad():
+            with kept_buffers(torch, second_model), same_randomness(torch) as reset, torch.no_grad():
                 reset()
                 with (attn_ctx() if attn_ctx is not None else contextlib.nullcontext()):
                     eval(code, global_map, run_locals)
@@ -280,7 +318,7 @@ class DivergeCommands(DivergeBreak):
         if failure is not None:
             self.error(f"diverge: {failure}")
 
-    def _diverge_run(self, args, code, model, second_model, first_locals, second_locals, attn_ctx, torch):
+    def _diverge_run(self, args, code, model, second_model, first_locals, second_locals, attn_ctx, torch, owned):
         rtol, atol = args.value("--rtol"), args.value("--atol")
         budget = args.value("--max-mem")
         if budget is None:
@@ -296,12 +334,12 @@ class DivergeCommands(DivergeBreak):
         second = RunComparer(hooked_modules(second_model, _paths(second_model)), first, rtol=rtol, atol=atol)
         report = DivergeReport(args.rest, "", "", tolerance=tol, budget=budget)
         global_map = self.current_frame().f_globals
-        with same_randomness(torch) as reset, torch.no_grad():
+        with kept_buffers(torch, *owned) as restored, same_randomness(torch) as reset, torch.no_grad():
             try:
                 with first.hooked():
                     eval(code, global_map, first_locals)
             except BaseException as exc:  # SystemExit/KeyboardInterrupt from the user's code end only this run
-                report.errors.append(f"run 1 raised {type(exc).__name__}: {exc} (nothing compared; hooks removed)")
+                report.errors.append(f"run 1 raised {_raised_text(exc)} (nothing compared; hooks removed)")
             first.forget_sharing()
             if not report.errors:
                 reset()
@@ -312,10 +350,12 @@ class DivergeCommands(DivergeBreak):
                 except SettingError as exc:
                     raise CommandError(str(exc)) from None
                 except BaseException as exc:
-                    report.errors.append(f"run 2 raised {type(exc).__name__}: {exc} (compared up to there; hooks "
-                                         "removed)")
+                    report.errors.append(f"run 2 raised {_raised_text(exc)} (compared up to there; hooks removed)")
         report.rows, report.first, report.structure = second.rows, second.first, second.structure
         report.calls_first, report.calls_second = first.calls, second.calls
         report.recorded, report.used, report.over_budget_at = first.recorded, first.used, first.over_budget_at
         report.notes = [f"a hook failed {p}" for p in (first.problems + second.problems)[:3]]
+        if restored:
+            shown = ", ".join(restored[:3]) + (", ..." if len(restored) > 3 else "")
+            report.notes.append(f"the runs changed {plural(len(restored), 'buffer')} in place ({shown}): values put back")
         return report

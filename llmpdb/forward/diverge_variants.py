@@ -37,7 +37,7 @@ from ..inspect.safe import is_tensor, safe_getattr
 from ..units import human_bytes
 
 __all__ = ["Setting", "SettingError", "parse_setting", "dtype_copy", "cast_floats", "attn_implementation",
-           "same_randomness", "free_bytes", "dropout_note", "DTYPE_NAMES", "checkpoint_copy"]
+           "same_randomness", "free_bytes", "dropout_note", "DTYPE_NAMES", "checkpoint_copy", "kept_buffers"]
 
 DTYPE_NAMES = {"float32": "float32", "fp32": "float32", "f32": "float32", "float": "float32",
                "bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16",
@@ -275,6 +275,28 @@ def attn_implementation(model, name: str):
                     own[key] = before[key]
                 else:
                     own.pop(key, None)
+
+
+@contextmanager
+def kept_buffers(torch, *models):
+    """Buffers a run changes in place (a BatchNorm's running stats in training mode, a step counter) get
+    their values back at exit; yields the list of the paths put back, filled at exit."""
+    saved, seen = [], set()
+    for model in models:
+        for name, buf in model.named_buffers():
+            if id(buf) not in seen and is_tensor(buf) and not safe_getattr(buf, "is_meta", False):
+                seen.add(id(buf))
+                saved.append((name, buf, buf.detach().clone()))
+    restored: list[str] = []
+    try:
+        yield restored
+    finally:
+        with torch.no_grad():   # by value: batch_norm updates running stats without bumping their version
+            for name, buf, value in saved:
+                if not torch.equal(buf, value):
+                    buf.copy_(value)
+                    if name not in restored:
+                        restored.append(name)
 
 
 @contextmanager

@@ -46,6 +46,11 @@ def run(commands, model, other=None, width=120):
     return chunks, state
 
 
+def flat(text: str) -> str:
+    """The text with every run of whitespace (a wrapped line's break and indent) as one space."""
+    return " ".join(text.split())
+
+
 def first_divergence(text: str) -> tuple[str, str] | None:
     match = re.search(r"^first divergence: (\S+) \((\w+)\), call #\d+$", text, re.M)
     return (match.group(1), match.group(2)) if match else None
@@ -189,7 +194,7 @@ def test_a_small_memory_budget_compares_the_first_calls_and_says_so():
     chunks, _ = run(["diverge model(**inputs) --vs dtype=float32 --max-mem 20K"], model)
     text = chunks[0]
     match = re.search(r"memory: the records reached the budget of 20.0 KiB at call #(\d+): only the (\d+) calls "
-                      r"recorded before were compared, of (\d+) \(raise --max-mem\)", text)
+                      r"recorded before were compared, of (\d+) \(raise --max-mem\)", flat(text))
     assert match is not None
     compared, total = int(match.group(2)), int(match.group(3))
     assert 0 < compared < total == called_modules(model)
@@ -323,3 +328,131 @@ def test_break_stops_at_the_diverging_module_in_a_recursive_debugger_and_the_out
     assert "return marker" in tail[0]            # `n` at the outer stop still steps one line
     assert tail[1] == "'after the stop'"
     assert no_hooks_left(model, other)
+
+
+class Wrapper(torch.nn.Module):
+    """A DDP-less wrapper (as DataParallel/DDP hold the model): the model as ``.module``."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.module = model
+
+    def forward(self, *args, **kwargs):
+        return self.module(*args, **kwargs)
+
+
+def test_a_wrapped_model_reports_real_paths_and_break_finds_the_module():
+    model = tiny_llama()
+    other = copy.deepcopy(model)
+    with torch.no_grad():
+        other.model.layers[1].mlp.down_proj.weight[3, 5] += 0.25
+    wrapped, wrapped_other = Wrapper(model).eval(), Wrapper(other).eval()
+    chunks = outputs_of(debug_transcript(stepping_program, ["c", "diverge model(**inputs) --vs other --all", "diverge model(**inputs) --vs other --break",
+                     "p type(self).__name__", "c", "c"], wrapped, wrapped_other))
+    text = chunks[0]
+    assert first_divergence(text) == ("module.model.layers.1.mlp.down_proj", "Linear")
+    paths = [r[1] for r in table(text)]
+    assert paths and all(p.startswith("module.") and p in dict(wrapped.named_modules()) for p in paths)
+    assert "is not a module of the second model" not in chunks[1]
+    assert "ENTERING RECURSIVE DEBUGGER" in chunks[1]
+    assert ("diverge --break: module.model.layers.1.mlp.down_proj (Linear) starts its forward in run 2"
+            in chunks[1]) and "((llmpdb)) 'Linear'" in chunks[1]
+    assert no_hooks_left(wrapped, wrapped_other)
+
+
+def meta_program(model):
+    x = torch.randn(1, 5, 32, device="meta")
+    breakpoint()
+    return x
+
+
+def test_a_model_on_the_meta_device_gets_no_verdict_rather_than_no_divergence():
+    model = plain_model().blocks[0].to("meta")
+    chunks = outputs_of(debug_transcript(meta_program, ["c", "diverge model(x) --vs dtype=bf16 --all", "c"], model))
+    text = chunks[0]
+    assert "no divergence" not in text and first_divergence(text) is None
+    assert re.search(r"^no verdict \(\?\): none of the 3 module calls had output values to compare", text, re.M)
+    assert {r[-1] for r in table(text)} == {"?*"}
+    assert no_hooks_left(model)
+
+
+class NormDrop(torch.nn.Module):
+    """BatchNorm (running stats move in training mode) and a non-persistent float buffer, as rotary inv_freq."""
+
+    def __init__(self):
+        super().__init__()
+        self.bn = torch.nn.BatchNorm1d(4)
+        self.register_buffer("inv_freq", torch.arange(1.0, 5.0), persistent=False)
+
+    def forward(self, x):
+        return self.bn(x) * self.inv_freq
+
+
+def norm_program(model):
+    x = torch.randn(8, 4)
+    breakpoint()
+    return x
+
+
+def test_buffers_a_training_run_changes_in_place_are_put_back():
+    model = NormDrop().train()
+    before = {k: v.clone() for k, v in model.named_buffers()}
+    chunks = outputs_of(debug_transcript(norm_program, ["c", "diverge model(x) --vs dtype=float64 --all", "c"], model))
+    text = chunks[0]
+    assert ("note: the runs changed 3 buffers in place (bn.running_mean, bn.running_var, bn.num_batches_tracked): "
+            "values put back") in flat(text)
+    assert first_divergence(text) is None and "no divergence: 2 module calls compared" in text
+    after = dict(model.named_buffers())
+    assert all(torch.equal(before[k], after[k]) for k in before) and after["inv_freq"].dtype == torch.float32
+    assert no_hooks_left(model)
+
+
+def two_models_program(model, reference, log):
+    inputs = inputs_of()
+    breakpoint()
+    return log
+
+
+def test_with_two_models_in_the_frame_the_report_names_the_one_changed_and_says_expr_ran_twice():
+    model, reference, log = tiny_llama(), tiny_llama(), []
+    chunks = outputs_of(debug_transcript(two_models_program, [
+        "c", "diverge reference(**{**inputs, **({} if log.append(1) else {})}) --vs dtype=bf16", "c"],
+        model, reference, log))
+    text = chunks[0]
+    assert ("note: the model changed in run 2 is reference (LlamaForCausalLM), the one EXPR calls; not model"
+            in flat(text))
+    assert ("note: EXPR is evaluated once per run: its other calls (log.append) ran twice, side effects included"
+            in flat(text))
+    assert {p.dtype for p in reference.parameters()} == {torch.float32}
+
+
+def test_every_line_of_the_report_fits_80_columns():
+    model = tiny_llama(attention_dropout=0.5).train()
+    chunks, _ = run(["diverge model(**inputs) --vs dtype=bfloat16 --max-mem 20K",
+                     "diverge model(**inputs) --vs attn_implementation=eager --all"], model, width=80)
+    for text in chunks[:2]:
+        assert text.startswith("diverge: model(**inputs)  vs  ")
+        assert "memory: the records reached" in text or "only in run 2" in text
+        too_long = [line for line in text.splitlines() if len(line) > 80]
+        assert not too_long, too_long
+    assert no_hooks_left(model)
+
+
+def test_ctrl_c_in_the_second_run_leaves_no_hook_and_restores_rng_grad_mode_and_config():
+    model = tiny_llama()
+    norm_forward, calls = model.model.norm.forward, []
+
+    def interrupted(*args, **kwargs):   # Ctrl-C while run 2 (eager attention) is inside the final norm
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return norm_forward(*args, **kwargs)
+
+    model.model.norm.forward = interrupted
+    chunks, state = run(["diverge model(**inputs) --vs attn_implementation=eager", "p 1 + 1"], model)
+    text = chunks[0]
+    assert re.search(r"^error: run 2 raised KeyboardInterrupt \(compared up to there; hooks removed\)$", text, re.M)
+    assert chunks[1] == "2"   # the debugger goes on
+    before, after = state["before"], state["after"]
+    assert torch.equal(before[0], after[0]) and after[1] is True and after[2] == "sdpa"
+    assert model.config._attn_implementation == "sdpa" and no_hooks_left(model)
