@@ -10,7 +10,8 @@ Usage::
     matmul (@): query_states @ key_states.transpose(2, 3)   at attn.py:14 in forward
       query_states                (1, 4, 7, 16)  batch · heads · seq · head_dim
         from model.layers.0.self_attn.q_proj (Linear) → view → transpose → apply_rotary_pos_emb
-      ...
+      key_states.transpose(2, 3)  (1, 2, 16, 7)  batch · kv_heads · head_dim · seq
+        from model.layers.0.self_attn.k_proj (Linear) → view → transpose → apply_rotary_pos_emb
       mismatch: dim 1: 4 heads vs 2 kv_heads (batch dims broadcast (aligned from the right))
       hint: GQA not expanded: repeat_kv missing?
 """

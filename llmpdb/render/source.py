@@ -43,7 +43,7 @@ def highlight_lines(lines: Sequence[str]) -> list[str]:
     text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
     try:
         out = paint(text).split("\n")
-    except Exception:
+    except Exception:  # colour is cosmetic: a lexer failure shows the lines plain (the listing itself is intact)
         return lines
     if out and out[-1] == "":
         out.pop()
