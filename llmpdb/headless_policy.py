@@ -37,11 +37,14 @@ import stat
 import sys
 import time
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from .distributed import current_rank
 from .headless import stream_is_terminal
-from .remote import Listener, RemoteError
-from .remote_seat import Seat
+
+if TYPE_CHECKING:  # annotations only: sockets are imported when a listener is opened
+    from .remote import Listener
+    from .remote_seat import Seat
 
 __all__ = ["HeadlessPolicyMixin", "POLICIES", "DEFAULT_ATTACH_TIMEOUT", "LOG_FIRST", "LOG_EVERY",
            "input_is_absent", "chosen_policy", "install_attach_signal"]
@@ -109,6 +112,8 @@ class _State:
     """Per-process: the listener and its seat, whether a wait gave up, the hits of each site."""
 
     def __init__(self):
+        from .remote import Listener
+        from .remote_seat import Seat
         self.listener: Listener | None = None
         self.seat: Seat | None = None
         self.failed: str | None = None
@@ -124,6 +129,8 @@ class _State:
             _log(line)
 
     def listener_or_none(self) -> Listener | None:
+        from .remote import Listener, RemoteError
+        from .remote_seat import Seat
         if self.pid != os.getpid():  # a forked child (a data-loader worker) gets its own listener
             self.__init__()
         if self.listener is None and self.failed is None:

@@ -14,11 +14,6 @@ says that graph-computed locals may be missing.
 
 from __future__ import annotations
 
-from ..inspect.compiled import compiled_note
-from ..inspect.dims import DimNamer
-from ..inspect.safe import type_name
-from ..inspect.tensors import frame_tensors, walk_tensors
-from ..render.tensors import render_tensors
 from ._command import command, parse_args
 
 __all__ = ["ShapesCommands", "parse_shapes_args"]
@@ -53,6 +48,11 @@ class ShapesCommands:
         --stats   add min/max/mean/std (NaN/Inf ignored) and NaN/Inf counts, computed on each
                   tensor's own device with one transfer per tensor; none for meta/fake tensors.
         Example: shapes outputs --stats"""
+        from ..inspect.compiled import compiled_note
+        from ..inspect.dims import DimNamer
+        from ..inspect.safe import type_name
+        from ..inspect.tensors import frame_tensors, walk_tensors
+        from ..render.tensors import render_tensors
         expr, stats = parse_shapes_args(arg)
         locals_ = self.frame_locals()
         if expr:
