@@ -10,7 +10,7 @@ Rows (each a whole process, wall time, median over rounds; the ratio is to stdli
 - ``first prompt``: ``-c q examples/infer.py``: start, import the debugger, compile the script, stop at its
   first line and quit there (what a person waits for before the first prompt);
 - ``import torch, transformers``: a script that imports both, with ``b`` on a later line of the script set at
-  the first prompt, then ``c`` (torch rows only when torch imports).
+  the first prompt, then ``c`` from a pipe (only when torch imports).
 
 stdlib pdb runs as ``PDBPP_HIJACK_PDB=0 python -m pdb``, pdb++ as ``python -m pdb`` with pdb++'s hijack
 (skipped when pdb++ is missing). Byte-code caches are allowed (a person's Python writes them): a warm-up
@@ -56,10 +56,10 @@ def debuggers() -> list[tuple[str, list[str], dict]]:
     return found
 
 
-def timed(command: list[str], env: dict) -> float:
+def timed(command: list[str], env: dict, typed: bytes) -> float:
     start = time.perf_counter()
-    done = subprocess.run(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, timeout=300)
+    done = subprocess.run(command, env=env, input=typed, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          timeout=300)
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"{command} exited {done.returncode}:\n{done.stdout.decode(errors='replace')[-2000:]}")
@@ -78,20 +78,21 @@ def main(argv: list[str] | None = None) -> int:
     line = IMPORTS.splitlines().index("y = 2  # the breakpoint line") + 1
     rows = []
     if args.only in (None, "prompt"):
-        rows.append(("first prompt", ["-c", "q", EXAMPLE]))
+        rows.append(("first prompt", ["-c", "q", EXAMPLE], b""))
     have_torch = all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers"))
     if args.only in (None, "imports") and have_torch:
-        rows.append(("import torch, transformers", ["-c", f"b {line}", "-c", "c", "-c", "c", script]))
+        # ``c`` comes from a pipe: after it runs out pdb quits at the breakpoint, llmpdb goes on to the end
+        rows.append(("import torch, transformers", ["-c", f"b {line}", script], b"c\n"))
     tools = debuggers()
     print(f"Python {sys.version.split()[0]}, {args.rounds} rounds, interleaved; wall seconds (median) and "
           "ratio to stdlib pdb of the same round")
-    for row, tail in rows:
+    for row, tail, typed in rows:
         for _, command, env in tools:
-            timed(command + tail, env)  # warm-up: byte-code caches, the file system
+            timed(command + tail, env, typed)  # warm-up: byte-code caches, the file system
         times = {name: [] for name, _, _ in tools}
         for _ in range(args.rounds):
             for name, command, env in tools:
-                times[name].append(timed(command + tail, env))
+                times[name].append(timed(command + tail, env, typed))
         base = times["stdlib pdb"]
         cells = []
         for name, _, _ in tools:

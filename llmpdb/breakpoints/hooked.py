@@ -139,18 +139,50 @@ class HookEngine(TraceEngine):
         finally:
             self.arm_seconds += time.perf_counter() - started
 
+    def _reusable_functions(self, breaks: dict[str, frozenset[int]]) -> list | None:
+        """The functions hooked before when they are all the new breakpoints can need (each file's lines a
+        subset of before: a ``tbreak`` fired, a ``clear``; no code loaded hooked or seen unhooked); else None."""
+        old = self.hook_breaks
+        if (not old or _REGISTRY.untracked or self.pending or self.problems_seen or _REGISTRY.active is not self
+                or self.generation != _REGISTRY.generation):
+            return None
+        canonic = self.pdb.canonic
+        for name, lines in breaks.items():
+            before = old.get(name)
+            if not covers(name, canonic) and (before is None or not lines <= before):
+                return None
+        seen: set[int] = set()
+        functions = []
+        for func, hooked, _ in _REGISTRY.patched:
+            if func.__code__ is hooked and identity(func) not in seen:
+                seen.add(identity(func))
+                functions.append(func)
+        return functions
+
     def _rearm_now(self, breaks: dict[str, frozenset[int]], frame) -> None:
+        reuse = self._reusable_functions(breaks)
         restore_all()
         self.hook_breaks = breaks
         self.code_lines.clear()
-        self.suspended = []
+        suspended, self.suspended = self.suspended, []
         self.pending = set()
-        self.tried_late = {}
-        self.dynamo_codes = {}
+        if reuse is None:
+            self.tried_late = {}
+            self.dynamo_codes = {}
+        else:  # dynamo's code stays dynamo's; nothing else is known not to be hookable
+            self.tried_late = dict(self.dynamo_codes)
         canonic = self.pdb.canonic
         arm_guards(breaks, canonic)
         scan = {name: lines for name, lines in breaks.items() if not covers(name, canonic)}
-        if scan:  # files whose functions may run unguarded code: find and hook them (one gc pass)
+        if scan and reuse is not None:  # no gc pass: the functions hooked before, given their code back
+            memo: dict = {}
+            for func in reuse:
+                if canonic(func.__code__.co_filename) in scan:
+                    hooked = _hooked_tree(func.__code__, self.hook_lines, memo, self.problems)
+                    if hooked is not None:
+                        _REGISTRY.patch(func, hooked)
+            self.suspended = [ref for ref in suspended if ref() is not None and _frame_of(ref()) is not None]
+        elif scan:  # files whose functions may run unguarded code: find and hook them (one gc pass)
             memo: dict = {}
             kind_of: dict[str, int] = {}  # raw co_filename -> 1: holds breakpoints, 2: torch._dynamo, 0: neither
             function_type = types.FunctionType

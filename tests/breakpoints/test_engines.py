@@ -397,3 +397,22 @@ def test_second_set_trace_in_the_same_session(mods):
     after = entry.__code__.co_firstlineno + (2 if sys.version_info >= (3, 13) else 3)
     assert stops(text)[1:] == [f"helper:{loop}", f"entry:{after}", f"helper:{loop}"]
     assert "('first', 0)" in text and "\n3\n" in text and "('second', 0)" in text
+
+
+def test_fewer_breakpoints_rearm_without_a_heap_walk(mods, monkeypatch):
+    """A ``tbreak`` that fired (breakpoints now a subset of before) re-hooks the functions hooked before:
+    one ``gc.get_objects`` pass for the whole session on 3.11, and the same stops as pdb."""
+    import gc
+
+    target, _ = mods
+    loop, ret = target.LINES["loop"], target.LINES["helper-return"]
+    walks = []
+    real = gc.get_objects
+    monkeypatch.setattr(gc, "get_objects", lambda *a: walks.append(1) or real(*a))
+    commands = [f"tbreak {target.__file__}:{loop}", f"b {target.__file__}:{ret}", "c", "p i", "n", "c", "p total",
+                "c", "p total", "c"]
+    fast, text = both(target.work, commands, 2)
+    assert stops(text) == ["work:15", f"helper:{loop}", f"helper:{loop - 1}", f"helper:{ret}", f"helper:{ret}"]
+    assert "\n1\n(Pdb)" in text and "\n3\n(Pdb)" in text  # helper(2), then helper(3), each stopped at return
+    if engine_kind() == "hooks":
+        assert len(walks) == 1

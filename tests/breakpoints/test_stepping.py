@@ -195,7 +195,7 @@ def test_until_again_and_return_from_one_frame(mods):
     target, _ = mods
     loop = target.LINES["loop"]
     commands = [f"tbreak {target.__file__}:{loop - 2}", "c", "until", "until", "until", "p i, total", "until",
-                "until", "p total", "r", "n", "c"]
+                "until", "p total", "r", "c"]
     fast, text = both(target.work, commands, 5)
     assert stops(text)[:3] == ["work:15", f"helper:{loop - 2}", f"helper:{loop - 1}"]
     assert "--Return--" in text
