@@ -112,8 +112,6 @@ class _State:
     """Per-process: the listener and its seat, whether a wait gave up, the hits of each site."""
 
     def __init__(self):
-        from .remote import Listener
-        from .remote_seat import Seat
         self.listener: Listener | None = None
         self.seat: Seat | None = None
         self.failed: str | None = None
