@@ -28,6 +28,7 @@ from typing import Any
 from .engine import ALL_LINES, CONTINUE, INVISIBLE_CODE_IDS, WATCH, code_breakpoint_lines, identity
 from .bytecode import first_line, may_reach
 from .guards import GUARDED, arm_guards, covers, is_guarded
+from .heap_walk import breakpoint_code_on_heap
 from .interrupt import register_delivery
 from .trace import TraceEngine
 from .patching import LOADERS as _LOADERS
@@ -39,7 +40,6 @@ from .patching import AUDIT_SINK, restore_all
 __all__ = ["HookEngine"]
 
 _EMPTY: frozenset[int] = frozenset()
-_SCANNED_TYPES = frozenset({types.FunctionType, types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType})
 
 
 class HookEngine(TraceEngine):
@@ -184,27 +184,8 @@ class HookEngine(TraceEngine):
             self.suspended = [ref for ref in suspended if ref() is not None and _frame_of(ref()) is not None]
         elif scan:  # files whose functions may run unguarded code: find and hook them (one gc pass)
             memo: dict = {}
-            kind_of: dict[str, int] = {}  # raw co_filename -> 1: holds breakpoints, 2: torch._dynamo, 0: neither
             function_type = types.FunctionType
-            dynamo = dynamo_loaded()
-            found, wrappers = [], []
-            for obj in gc.get_objects():  # reading ``__code__`` is audited on 3.11: once per function
-                kind = type(obj)
-                if kind is function_type:
-                    code = obj.__code__
-                elif kind in _SCANNED_TYPES:
-                    code = _code_of(obj)
-                else:
-                    continue
-                raw = code.co_filename
-                file_kind = kind_of.get(raw)
-                if file_kind is None:
-                    file_kind = 1 if canonic(raw) in scan else 2 if dynamo and is_dynamo_file(raw) else 0
-                    kind_of[raw] = file_kind
-                if file_kind == 1:
-                    found.append((obj, code))
-                elif file_kind == 2 and kind is function_type:
-                    wrappers.append(obj)
+            found, wrappers = breakpoint_code_on_heap(scan, canonic, dynamo_loaded())
             if wrappers:
                 self._find_dynamo_code(wrappers, scan)
             for obj, code in found:
@@ -439,10 +420,6 @@ def _called_by_dynamo(frame) -> bool:
             return True
         walk = walk.f_back
     return False
-
-
-def _code_of(generator) -> types.CodeType:
-    return getattr(generator, "gi_code", None) or getattr(generator, "cr_code", None) or generator.ag_code
 
 
 def _frame_of(generator):
