@@ -212,8 +212,13 @@ class MonitoringEngine(EngineBase):
                 self.pdb.fb_deliver(frame, "line", None)
             return None
         if line in lines:
-            if threading.get_ident() == self.thread and not self._conditions_false(code, line, frame):
-                self.pdb.fb_deliver(frame, "line", None)
+            if threading.get_ident() == self.thread:
+                entry = self.files.get(identity(code))  # canonic filename, once per code object
+                if entry is None or entry[0] is not code:
+                    entry = (code, self.pdb.canonic(code.co_filename))
+                    self.files[identity(code)] = entry
+                if not self.conditions.all_false(entry[1], line, frame):  # pdb would only count the hits
+                    self.pdb.fb_deliver(frame, "line", None)
             return None
         if watching:
             if line < self.stop_lineno:
@@ -221,14 +226,6 @@ class MonitoringEngine(EngineBase):
                 return _DISABLE  # never a stop while this plan holds: ``activate`` restarts events
             return None  # another frame running the stop frame's code
         return _DISABLE
-
-    def _conditions_false(self, code, line: int, frame) -> bool:
-        """Whether pdb would only count hits at this breakpoint line (all its conditions false)."""
-        entry = self.files.get(identity(code))
-        if entry is None or entry[0] is not code:
-            entry = (code, self.pdb.canonic(code.co_filename))
-            self.files[identity(code)] = entry
-        return self.conditions.all_false(entry[1], line, frame)
 
     def _on_line(self, code, line):
         if self.tool is None:
