@@ -5,7 +5,8 @@ Usage: ``from llmpdb.base import BasePdb, BASE_NAME, stdlib_pdb``.
 pdb++ may replace the ``pdb`` module on ``sys.path`` (``PDBPP_HIJACK_PDB``); its own copy of the standard
 module is then ``pdbpp.pdb``. On CPython 3.13.0 pdb++ 0.12.1 fails at import time, and when it has hijacked
 ``pdb`` even ``import pdb`` fails: the standard module is then loaded from the standard library's file.
-``LLMPDB_BASE=stdlib`` forces the standard base.
+``LLMPDB_BASE=stdlib`` forces the standard base. With pdb++ the standard module is taken from
+``pdbpp.pdb`` without ``import pdb``: the hijack would compile pdbpp.py and pdb.py from source once more.
 """
 
 from __future__ import annotations
@@ -30,6 +31,11 @@ def _stdlib_pdb_from_file() -> types.ModuleType:
 
 
 def _load_stdlib_pdb() -> types.ModuleType:
+    # pdb++ imported (``_load_base`` runs first): its copy is the module its Pdb is built on, and ``import
+    # pdb`` would run pdb++'s hijack, compiling pdbpp.py and pdb.py from source once more
+    inner = getattr(sys.modules.get("pdbpp"), "pdb", None)
+    if isinstance(inner, types.ModuleType) and hasattr(inner, "Pdb"):
+        return inner
     try:
         import pdb
     except Exception:  # a hijacking pdb++ that cannot import on this Python
@@ -55,5 +61,5 @@ def _load_base() -> tuple[type, str, str | None]:
     return base, "pdb++", None
 
 
-stdlib_pdb = _load_stdlib_pdb()
 BasePdb, BASE_NAME, BASE_FALLBACK_REASON = _load_base()
+stdlib_pdb = _load_stdlib_pdb()

@@ -39,11 +39,14 @@ import stat
 import sys
 import time
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from .distributed import current_rank, share_if_discarded
 from .headless import stream_is_terminal
-from .remote import Listener, RemoteError
-from .remote_seat import Seat
+
+if TYPE_CHECKING:  # annotations only: sockets are imported when a listener is opened
+    from .remote import Listener
+    from .remote_seat import Seat
 
 __all__ = ["HeadlessPolicyMixin", "POLICIES", "DEFAULT_ATTACH_TIMEOUT", "LOG_FIRST", "LOG_EVERY",
            "input_is_absent", "chosen_policy", "install_attach_signal"]
@@ -127,6 +130,8 @@ class _State:
             _log(line)
 
     def listener_or_none(self) -> Listener | None:
+        from .remote import Listener, RemoteError
+        from .remote_seat import Seat
         if self.pid != os.getpid():  # a forked child (a data-loader worker) gets its own listener
             self.__init__()
         if self.listener is None and self.failed is None:

@@ -22,9 +22,7 @@ debuggee initialised ``torch.distributed``.
 
 from __future__ import annotations
 
-import json
 import os
-import socket
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -77,6 +75,8 @@ class RankJob:
     # ---- records -----------------------------------------------------------------------------------
     def publish(self, state: str, where: str = "", stop: str = "") -> None:
         """Usage: ``job.publish("waiting", where, stop)``; a running rank keeps its last stop's ``where``."""
+        import json  # at first use: start-up stays cheap
+        import socket  # at first use: start-up stays cheap
         if where:
             self._last_where = where
         record = RankRecord(self.rank, state, where or self._last_where, stop, socket.gethostname(),
@@ -85,6 +85,7 @@ class RankJob:
 
     def record(self, rank: int) -> RankRecord | None:
         """Usage: ``job.record(0)``; None when that rank never published (it has not stopped yet)."""
+        import json  # at first use: start-up stays cheap
         text = self._get(f"rank/{rank}")
         if text is None:
             return None
@@ -120,6 +121,7 @@ class RankJob:
         return bool(self.store.check([f"release/{stop}"]))
 
     def policy(self) -> dict:
+        import json  # at first use: start-up stays cheap
         text = self._get("policy")
         try:
             policy = json.loads(text) if text else {}
@@ -130,6 +132,7 @@ class RankJob:
                 "interactive": interactive if isinstance(interactive, int) else self.interactive}
 
     def set_policy(self, policy: dict) -> None:
+        import json  # at first use: start-up stays cheap
         self.store.set("policy", json.dumps(policy))
 
     def hand_over(self, rank: int) -> None:

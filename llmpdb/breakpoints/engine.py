@@ -61,9 +61,10 @@ class EngineBase:
         pdb = self.pdb
         if key is None or key[0] != mode or pdb.fb_breakpoint_lines() is not self.breaks:
             return False
-        return mode != WATCH or (pdb.stopframe is self.watch_seen[0] and pdb.returnframe is self.watch_seen[1])
+        seen = self.watch_seen
+        return mode != WATCH or (pdb.stopframe is seen[0] and pdb.returnframe is seen[1] and pdb.stoplineno == seen[2])
 
-    watch_seen: tuple = (None, None)  # (stopframe, returnframe) at the last ``activate`` in WATCH mode
+    watch_seen: tuple = (None, None, 0)  # (stopframe, returnframe, stoplineno) at the last WATCH ``activate``
 
     def take_problems(self) -> list[str]:
         """Problems met while arming (reported once by the debugger), then forgotten."""

@@ -28,6 +28,7 @@ from typing import Any
 from .engine import ALL_LINES, CONTINUE, INVISIBLE_CODE_IDS, WATCH, code_breakpoint_lines, identity
 from .bytecode import first_line, may_reach
 from .guards import GUARDED, arm_guards, covers, is_guarded
+from .heap_walk import breakpoint_code_on_heap
 from .interrupt import register_delivery
 from .trace import TraceEngine
 from .patching import LOADERS as _LOADERS
@@ -39,7 +40,6 @@ from .patching import AUDIT_SINK, restore_all
 __all__ = ["HookEngine"]
 
 _EMPTY: frozenset[int] = frozenset()
-_SCANNED_TYPES = frozenset({types.FunctionType, types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType})
 
 
 class HookEngine(TraceEngine):
@@ -139,40 +139,53 @@ class HookEngine(TraceEngine):
         finally:
             self.arm_seconds += time.perf_counter() - started
 
+    def _reusable_functions(self, breaks: dict[str, frozenset[int]]) -> list | None:
+        """The functions hooked before when they are all the new breakpoints can need (each file's lines a
+        subset of before: a ``tbreak`` fired, a ``clear``; no code loaded hooked or seen unhooked); else None."""
+        old = self.hook_breaks
+        if (not old or _REGISTRY.untracked or self.pending or self.problems_seen or _REGISTRY.active is not self
+                or self.generation != _REGISTRY.generation):
+            return None
+        canonic = self.pdb.canonic
+        for name, lines in breaks.items():
+            before = old.get(name)
+            if not covers(name, canonic) and (before is None or not lines <= before):
+                return None
+        seen: set[int] = set()
+        functions = []
+        for func, hooked, _ in _REGISTRY.patched:
+            if func.__code__ is hooked and identity(func) not in seen:
+                seen.add(identity(func))
+                functions.append(func)
+        return functions
+
     def _rearm_now(self, breaks: dict[str, frozenset[int]], frame) -> None:
+        reuse = self._reusable_functions(breaks)
         restore_all()
         self.hook_breaks = breaks
         self.code_lines.clear()
-        self.suspended = []
+        suspended, self.suspended = self.suspended, []
         self.pending = set()
-        self.tried_late = {}
-        self.dynamo_codes = {}
+        if reuse is None:
+            self.tried_late = {}
+            self.dynamo_codes = {}
+        else:  # dynamo's code stays dynamo's; nothing else is known not to be hookable
+            self.tried_late = dict(self.dynamo_codes)
         canonic = self.pdb.canonic
         arm_guards(breaks, canonic)
         scan = {name: lines for name, lines in breaks.items() if not covers(name, canonic)}
-        if scan:  # files whose functions may run unguarded code: find and hook them (one gc pass)
+        if scan and reuse is not None:  # no gc pass: the functions hooked before, given their code back
             memo: dict = {}
-            kind_of: dict[str, int] = {}  # raw co_filename -> 1: holds breakpoints, 2: torch._dynamo, 0: neither
+            for func in reuse:
+                if canonic(func.__code__.co_filename) in scan:
+                    hooked = _hooked_tree(func.__code__, self.hook_lines, memo, self.problems)
+                    if hooked is not None:
+                        _REGISTRY.patch(func, hooked)
+            self.suspended = [ref for ref in suspended if ref() is not None and _frame_of(ref()) is not None]
+        elif scan:  # files whose functions may run unguarded code: find and hook them (one gc pass)
+            memo: dict = {}
             function_type = types.FunctionType
-            dynamo = dynamo_loaded()
-            found, wrappers = [], []
-            for obj in gc.get_objects():  # reading ``__code__`` is audited on 3.11: once per function
-                kind = type(obj)
-                if kind is function_type:
-                    code = obj.__code__
-                elif kind in _SCANNED_TYPES:
-                    code = _code_of(obj)
-                else:
-                    continue
-                raw = code.co_filename
-                file_kind = kind_of.get(raw)
-                if file_kind is None:
-                    file_kind = 1 if canonic(raw) in scan else 2 if dynamo and is_dynamo_file(raw) else 0
-                    kind_of[raw] = file_kind
-                if file_kind == 1:
-                    found.append((obj, code))
-                elif file_kind == 2 and kind is function_type:
-                    wrappers.append(obj)
+            found, wrappers = breakpoint_code_on_heap(scan, canonic, dynamo_loaded())
             if wrappers:
                 self._find_dynamo_code(wrappers, scan)
             for obj, code in found:
@@ -407,10 +420,6 @@ def _called_by_dynamo(frame) -> bool:
             return True
         walk = walk.f_back
     return False
-
-
-def _code_of(generator) -> types.CodeType:
-    return getattr(generator, "gi_code", None) or getattr(generator, "cr_code", None) or generator.ag_code
 
 
 def _frame_of(generator):

@@ -10,9 +10,13 @@ One tool id named ``"llmpdb"`` (``DEBUGGER_ID``, else 3 or 4). Events:
 - ``LINE`` on those code objects: a breakpoint line goes to pdb (in the debugged thread); any other line
   answers ``DISABLE`` and is never reported again until breakpoints change (``restart_events``);
 - ``JUMP``: a backward jump within one line is a line event for ``sys.settrace``, so it is one here;
-- WATCH mode (``next``/``until``/``return``): ``LINE``/``JUMP``/``PY_RETURN``/``STOP_ITERATION`` on the code
-  of the watched frames, ``RAISE``/``PY_UNWIND`` globally (they cannot be local); events of other frames
-  running the same code are ignored.
+- WATCH mode (``next``/``until``/``return``): ``PY_RETURN``/``STOP_ITERATION`` on the code of the watched
+  frames, ``LINE``/``JUMP`` on the code of ``stopframe`` only (the frame pdb stops in at a line: lines of
+  ``returnframe`` alone never stop), ``RAISE``/``PY_UNWIND`` globally (they cannot be local). A line of the
+  stop frame below ``stoplineno`` (``until``) answers ``DISABLE`` (events are restarted when the plan
+  changes); events of other frames running the same code are ignored;
+- a breakpoint line whose breakpoints all carry a condition has the conditions evaluated in the callback
+  (``conditions.ConditionCache``): pdb hears of it only when one is true, raises, or cannot be judged.
 
 Events are translated exactly as CPython's ``sys.settrace`` emulation does (``Python/legacy_tracing.c``).
 """
@@ -23,6 +27,7 @@ import sys
 import threading
 from typing import Any
 
+from .conditions import ConditionCache
 from .engine import ALL_LINES, WATCH, EngineBase, identity
 from .interrupt import register_delivery
 
@@ -43,6 +48,7 @@ if _MON is not None:
     _DISABLE = _MON.DISABLE
     _BP_EVENTS = _E.LINE | _E.JUMP
     _WATCH_EVENTS = _E.LINE | _E.JUMP | _E.PY_RETURN | _E.STOP_ITERATION
+    _RETURN_EVENTS = _E.PY_RETURN | _E.STOP_ITERATION
     _GLOBAL_CONTINUE = _E.PY_START | _E.PY_RESUME
     _GLOBAL_WATCH = _GLOBAL_CONTINUE | _E.RAISE | _E.PY_UNWIND
 
@@ -61,6 +67,12 @@ class MonitoringEngine(EngineBase):
         self.line_maps: dict[int, tuple[Any, dict[int, int]]] = {}
         self.watched: tuple = ()
         self.watched_codes: set[int] = set()
+        self.line_codes: set[int] = set()  # identity of stopframe's code in WATCH mode: every line matters
+        self.stop_frame = None  # pdb.stopframe in WATCH mode
+        self.stop_lineno = 0  # pdb.stoplineno in WATCH mode: lines below it in stop_frame never stop
+        self.watch_disabled = False  # a watched line answered DISABLE: restart events when the plan changes
+        self.files: dict[int, tuple[Any, str]] = {}  # identity(code) -> (code, canonic filename)
+        self.conditions = ConditionCache()
         self.key: tuple | None = None
         self.problems: list[str] = []
         self.arm_seconds = 0.0  # time spent arming and releasing (reported by the benchmark)
@@ -97,7 +109,7 @@ class MonitoringEngine(EngineBase):
     def _wanted_local(self, code) -> int:
         events = _BP_EVENTS if self.lines_for(code) else 0
         if identity(code) in self.watched_codes:
-            events |= _WATCH_EVENTS
+            events |= _WATCH_EVENTS if identity(code) in self.line_codes else _RETURN_EVENTS
         return events
 
     def activate(self, mode: str, frame) -> None:
@@ -105,20 +117,25 @@ class MonitoringEngine(EngineBase):
         pdb = self.pdb
         breaks = pdb.fb_breakpoint_lines()
         watched = pdb.fb_watched_frames() if mode == WATCH else ()
-        key = (mode, tuple(identity(f) for f in watched))
-        self.watch_seen = (pdb.stopframe, pdb.returnframe)
+        stop_frame = pdb.stopframe if mode == WATCH else None
+        stop_lineno = pdb.stoplineno if mode == WATCH else 0
+        key = (mode, tuple(identity(f) for f in watched), identity(stop_frame), stop_lineno)
+        self.watch_seen = (pdb.stopframe, pdb.returnframe, pdb.stoplineno)
         if self.tool is not None and key == self.key and breaks == self.breaks:
             self.breaks = breaks  # the same snapshot object: ``resume_quickly`` compares identities
             return None
-        restart = self.tool is None or breaks != self.breaks
+        restart = self.tool is None or breaks != self.breaks or self.watch_disabled
+        self.watch_disabled = False
         if self.tool is None:
             self._acquire()
         if breaks != self.breaks:
             self.code_lines.clear()
         self.breaks = breaks
         new_codes = {identity(f.f_code) for f in watched}
-        restart = restart or bool(new_codes - self.watched_codes)
+        line_codes = {identity(stop_frame.f_code)} if stop_frame is not None else set()
+        restart = restart or bool(new_codes - self.watched_codes) or bool(line_codes - self.line_codes)
         self.watched, self.watched_codes, self.key = watched, new_codes, key
+        self.line_codes, self.stop_frame, self.stop_lineno = line_codes, stop_frame, stop_lineno
         self.thread = threading.get_ident()
         for code, _ in list(self.local.values()):
             self._set_local(code, self._wanted_local(code))
@@ -150,6 +167,7 @@ class MonitoringEngine(EngineBase):
         tool, self.tool = self.tool, None
         self.key = None
         self.watched, self.watched_codes = (), set()
+        self.line_codes, self.stop_frame, self.watch_disabled = set(), None, False
         if tool is None:
             return
         try:
@@ -163,6 +181,7 @@ class MonitoringEngine(EngineBase):
             self.local.clear()
             self.code_lines.clear()
             self.line_maps.clear()
+            self.files.clear()
             if _MON.get_tool(tool) == TOOL_NAME:
                 _MON.free_tool_id(tool)
 
@@ -183,16 +202,29 @@ class MonitoringEngine(EngineBase):
     def _line_event(self, code, line: int, frame):
         if self.state["depth"]:
             return None  # pdb is interacting (``debug`` runs code with events on again): as pdb, ignore
-        if identity(code) in self.watched_codes and self._watched_frame(frame):
-            self.pdb.fb_deliver(frame, "line", None)
+        watching = identity(code) in self.line_codes
+        if watching and frame is self.stop_frame and line >= self.stop_lineno:
+            self.pdb.fb_deliver(frame, "line", None)  # pdb's stop_here: the stop frame at or past the line
             return None
         lines = self.lines_for(code)
-        if lines is ALL_LINES or line in lines:
+        if lines is ALL_LINES:
             if threading.get_ident() == self.thread:
                 self.pdb.fb_deliver(frame, "line", None)
             return None
-        if identity(code) in self.watched_codes or lines is ALL_LINES:
+        if line in lines:
+            if threading.get_ident() == self.thread:
+                entry = self.files.get(identity(code))  # canonic filename, once per code object
+                if entry is None or entry[0] is not code:
+                    entry = (code, self.pdb.canonic(code.co_filename))
+                    self.files[identity(code)] = entry
+                if not self.conditions.all_false(entry[1], line, frame):  # pdb would only count the hits
+                    self.pdb.fb_deliver(frame, "line", None)
             return None
+        if watching:
+            if line < self.stop_lineno:
+                self.watch_disabled = True
+                return _DISABLE  # never a stop while this plan holds: ``activate`` restarts events
+            return None  # another frame running the stop frame's code
         return _DISABLE
 
     def _on_line(self, code, line):

@@ -63,7 +63,7 @@ class TraceEngine(EngineBase):
         breaks = pdb.fb_breakpoint_lines()
         watched = pdb.fb_watched_frames() if mode == WATCH else ()
         key = (mode, tuple(identity(f) for f in watched))
-        self.watch_seen = (pdb.stopframe, pdb.returnframe)
+        self.watch_seen = (pdb.stopframe, pdb.returnframe, pdb.stoplineno)
         unchanged = self.active and key == self.key and breaks == self.breaks and sys.gettrace() == self.global_trace
         if breaks == self.breaks:
             self.breaks = breaks  # the same snapshot object: ``resume_quickly`` compares identities

@@ -9,9 +9,6 @@ Usage (at the prompt)::
 
 from __future__ import annotations
 
-from ..inspect.grads import grad_report
-from ..inspect.kinds import is_module
-from ..render.grads import render_grads
 from ._command import CommandError, command, parse_args
 
 __all__ = ["GradsCommands"]
@@ -28,6 +25,9 @@ class GradsCommands:
         / no grad yet / NaN-Inf / total norm. PATTERN keeps names with that dotted part or suffix, or
         matching a glob. Reads gradient values (one norm each), never parameter values.
         Example: grads layers.0 --model model"""
+        from ..inspect.grads import grad_report
+        from ..inspect.kinds import is_module
+        from ..render.grads import render_grads
         args = parse_args(arg, self.do_grads, options={"--model": str})
         expr = args.value("--model")
         if expr:

@@ -18,29 +18,15 @@ each stop (metadata only; the enclosing model frames are searched when the frame
 from __future__ import annotations
 
 import re
+import sys
 import weakref
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
-from ..inspect.config import locate_config
-from ..inspect.frames import frame_locals
-from ..inspect.kinds import is_module, module_attr
-from ..inspect.kv import (
-    SEARCHED,
-    CacheReport,
-    KvHistoryEntry,
-    NotACacheError,
-    find_cache,
-    find_enclosing_cache,
-    history_entry,
-    inspect_cache,
-    is_kv_pair,
-    unwrap_cache,
-)
-from ..inspect.safe import type_name
-from ..inspect.stats import no_stats_reason, tensor_stats
-from ..render.kv import render_cache, render_history, render_layer
 from ..session import SESSION, register_stop_note
 from ._command import CommandError, command, parse_args
+
+if TYPE_CHECKING:  # annotations only: the module is imported at first use
+    from ..inspect.kv import CacheReport, KvHistoryEntry
 
 __all__ = ["KvCommands", "KvArgs", "parse_kv_args", "record_kv_history", "kv_history", "HISTORY_KEY"]
 
@@ -123,6 +109,7 @@ def _cache_serial(cache: Any, path: str) -> int:
 
 def _record(report: CacheReport, cache: Any, path: str) -> KvHistoryEntry:
     """Append an entry unless the latest one for this cache shows the same state (nothing grew)."""
+    from ..inspect.kv import history_entry
     entries = kv_history()
     entry = history_entry(report, stop=SESSION.stop, cache_id=_cache_serial(cache, path), path=path)
     last_same = next((e for e in reversed(entries) if e.cache_id == entry.cache_id), None)
@@ -141,6 +128,7 @@ def record_kv_history(local_vars: dict[str, Any], *, cache: Any = None, path: st
     or changed since the last entry. Returns the entry, or None when there is no cache in reach. Never
     raises: a failure is kept in ``SESSION.memory("kv-history-errors", list)``.
     """
+    from ..inspect.kv import find_cache, find_enclosing_cache, inspect_cache
     try:
         if cache is None:
             found = find_cache(local_vars)
@@ -176,6 +164,11 @@ class KvCommands:
         --stats     with LAYER: min/max/mean/std and NaN/Inf counts, computed on the tensor's device.
         --history   the growth across the stops of this session (seq 7 -> 8 -> 9, one row per stop).
         Example: kv outputs.past_key_values -1"""
+        from ..inspect.config import locate_config
+        from ..inspect.frames import frame_locals
+        from ..inspect.kinds import is_module, module_attr
+        from ..inspect.kv import NotACacheError, SEARCHED, inspect_cache, is_kv_pair
+        from ..render.kv import render_history
         args = parse_kv_args(arg)
         local_vars = self.frame_locals()
         style, width = self.out_style(), self.out_width()
@@ -217,6 +210,7 @@ class KvCommands:
 
     def _kv_find_enclosing(self, skipped: list[str]):
         """(path, cache, frame) from the frames around the current one, or None."""
+        from ..inspect.kv import find_enclosing_cache
         frame = self.current_frame()
         return find_enclosing_cache(frame.f_back, skipped=skipped) if frame is not None else None
 
@@ -229,6 +223,9 @@ class KvCommands:
 
     def _kv_pair(self, path: str, pair: Any, args: KvArgs, width: int, style) -> str:
         """One layer's ``(keys, values)``: what it is, its two tensors, and where the whole cache is."""
+        from ..inspect.kv import inspect_cache
+        from ..inspect.stats import no_stats_reason, tensor_stats
+        from ..render.kv import render_layer
         report = inspect_cache([pair])
         layer = report.layers[0]
         if args.layer not in (None, 0, -1):
@@ -246,6 +243,8 @@ class KvCommands:
         return "\n".join(lines)
 
     def _kv_find(self, expr: str, local_vars: dict, skipped: list[str]) -> tuple[str, Any] | None:
+        from ..inspect.kv import find_cache, is_kv_pair, unwrap_cache
+        from ..inspect.safe import type_name
         if not expr:
             return find_cache(local_vars, skipped=skipped)
         value = self.eval_in_frame(expr)
@@ -261,6 +260,8 @@ class KvCommands:
         return expr + unwrapped[0], unwrapped[1]
 
     def _kv_render(self, report: CacheReport, path: str, args: KvArgs, width: int, style) -> str:
+        from ..inspect.stats import no_stats_reason, tensor_stats
+        from ..render.kv import render_cache, render_layer
         if args.layer is None:
             return render_cache(report, width=width, style=style, path=path)
         part = args.part or report.parts[0]
@@ -283,5 +284,7 @@ class KvCommands:
 @register_stop_note
 def kv_growth_note(frame, debugger) -> None:
     """Record the KV cache in reach (metadata only) so ``kv --history`` covers every stop, typed or not."""
+    if "torch" not in sys.modules:
+        return None  # no tensor, so no cache, exists yet (and the cache finder stays unimported)
     record_kv_history(debugger.frame_locals(), frame=debugger.current_frame())
     return None

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import sys
 
-from ..forward.nan_break import nan_breaks
 from ..session import register_stop_note
 from ._command import CommandError, command, parse_args
 
@@ -23,7 +22,10 @@ __all__ = ["NanBreakCommands"]
 @register_stop_note
 def nan_break_problems_note(frame, debugger) -> list[str]:
     """Checks that failed while the program ran (said once, at the next stop)."""
-    engine = nan_breaks()
+    module = sys.modules.get("llmpdb.forward.nan_break")
+    if module is None:
+        return []  # never imported: no nan-break was ever set, so none failed
+    engine = module.nan_breaks()
     lines, engine.messages = [f"llmpdb: {m}" for m in engine.messages[-5:]], []
     return lines
 
@@ -40,6 +42,7 @@ class NanBreakCommands:
         output. One fused isfinite(t).all() per floating-point output tensor (this reads values); the
         first hit turns the checks off. `nan-break off` removes them.
         Example: nan-break --grad"""
+        from ..forward.nan_break import nan_breaks
         args = parse_args(arg, self.do_nan_break, flags={"--grad"})
         engine = nan_breaks()
         if args.rest == "off":

@@ -16,22 +16,17 @@ frame's locals goes through ``frame_locals``, so edits made at the prompt (``!x 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+import sys
 import weakref
 
-from ..inspect.forward_location import forward_location
-from ..inspect.frames import frame_locals
-from ..inspect.module_compile import compiled_warning
-from ..inspect.modules import (frame_stack, is_module, is_plumbing, model_stack, models_in, top_level_models,
-                               unwrap_model)
-from ..inspect.path_summary import path_summary
-from ..inspect.root_names import ambiguous_root_names, models_in_sight, tree_root_names
-from ..forward.breakpoints import NoModuleMatch, module_breakpoints
-from ..render.modules import (render_forward_location, render_model_stack, render_module_breakpoints,
-                              render_path_summary)
-from ..render.style import Style
 from ..session import SESSION, register_stop_note
 from ..units import plural
 from ._command import CommandError, command, parse_args
+
+if TYPE_CHECKING:  # annotations only: the module is imported at first use
+    from ..render.style import Style
 
 __all__ = ["NavigationCommands", "render_stop_header", "user_root", "set_user_root"]
 
@@ -70,11 +65,15 @@ def set_user_root(module, expr: str | None = None) -> None:
 
 def _tree_names(stack, index: int, entries) -> dict[int, str]:
     """``{tree: variable}`` for the models on the stack, when two models of one class are in sight."""
+    from ..inspect.root_names import ambiguous_root_names, models_in_sight, tree_root_names
     names = ambiguous_root_names(models_in_sight(stack, index))
     return tree_root_names(entries, names) if names else {}
 
 
 def _path_header(stack, index: int, style: Style | None) -> str | None:
+    from ..inspect.modules import model_stack
+    from ..inspect.path_summary import path_summary
+    from ..render.modules import render_path_summary
     summary = path_summary(stack, index, user_root())
     root_name = None
     if summary.module is not None:
@@ -86,8 +85,9 @@ def _path_header(stack, index: int, style: Style | None) -> str | None:
 def render_stop_header(frame, style: Style | None = None) -> str | None:
     """Usage: ``render_stop_header(frame)`` -> ``"path: eval, no_grad, ... | model.layers.1.self_attn
     (LlamaAttention)"``, or None when no module runs on the stack and no model was set."""
-    if frame is None:
-        return None
+    if frame is None or "torch" not in sys.modules:
+        return None  # without torch no module runs and none was set
+    from ..inspect.modules import frame_stack
     stack = frame_stack(frame)
     return _path_header(stack, len(stack) - 1, style)
 
@@ -95,7 +95,10 @@ def render_stop_header(frame, style: Style | None = None) -> str | None:
 @register_stop_note
 def module_breakpoint_problems_note(frame, debugger) -> list[str]:
     """Problems the module breakpoints met while the program ran (a hook that failed), said at the next stop."""
-    return [f"llmpdb: {line}" for line in module_breakpoints().take_messages()]
+    module = sys.modules.get("llmpdb.forward.breakpoints")
+    if module is None:
+        return []  # never imported: no module breakpoint was ever set, so none failed
+    return [f"llmpdb: {line}" for line in module.module_breakpoints().take_messages()]
 
 
 @register_stop_note
@@ -133,6 +136,7 @@ class NavigationCommands:
 
     def _nav_root_pairs(self) -> tuple[list[tuple[str, object]], str]:
         """``[(variable or "", root)]`` and where they came from ("set", "stack" or "locals")."""
+        from ..inspect.modules import model_stack, models_in, top_level_models
         root = user_root()
         if root is not None:
             return [(_root_state().get("expr") or "", root)], "set"
@@ -152,6 +156,8 @@ class NavigationCommands:
         """``{id(root): [variables]}``: the names the roots are bound to in the user's frames, the current
         frame first. Locals are read through ``frame_locals`` (never ``frame.f_locals``, which on 3.11/3.12
         re-reads the frame and undoes an edit made at the prompt)."""
+        from ..inspect.frames import frame_locals
+        from ..inspect.modules import is_plumbing
         found: dict[int, list[str]] = {}
         ids = {id(r) for r in roots}
         current = self.current_frame()
@@ -192,6 +198,8 @@ class NavigationCommands:
         --all   also show the plumbing frames (_call_impl, hooks, decorator wrappers, generate()).
         Alias: sm.
         Example: stack-model --all"""
+        from ..inspect.modules import model_stack
+        from ..render.modules import render_model_stack
         args = parse_args(arg, self.do_stack_model, flags={"--all"})
         if args.words:
             raise CommandError(f"unknown argument {args.words[0]!r} (usage: stack-model [--all])")
@@ -219,6 +227,7 @@ class NavigationCommands:
         variable. --auto goes back to that.
         Alias: model (under pdb++ a local named `model` is printed instead; use root-model).
         Example: root-model pipe.model"""
+        from ..inspect.modules import is_module, unwrap_model
         arg = (arg or "").strip()
         if arg == "--auto":
             set_user_root(None)
@@ -273,6 +282,9 @@ class NavigationCommands:
           --once        remove the breakpoint after its first stop
         Without arguments: list the module breakpoints with their hit counts. Alias: bm.
         Example: bm layers.*.self_attn if hidden_states.shape[1] > 1 --once"""
+        from ..forward.breakpoints import NoModuleMatch, module_breakpoints
+        from ..inspect.module_compile import compiled_warning
+        from ..render.modules import render_module_breakpoints
         text = (arg or "").strip()
         engine = module_breakpoints()
         if not text:
@@ -323,6 +335,8 @@ class NavigationCommands:
         """b(reak) [ ([filename:]lineno | function) [, condition] ]
         pdb's break; without an argument it lists pdb's breakpoints, then the module breakpoints
         (break-module) with their hit counts."""
+        from ..forward.breakpoints import module_breakpoints
+        from ..render.modules import render_module_breakpoints
         result = super().do_break(arg, temporary)
         if not (arg or "").strip():
             try:
@@ -341,6 +355,7 @@ class NavigationCommands:
         Remove module breakpoint N, or all of them (break-module lists the numbers); their hooks go
         with them.
         Example: clear-module 1"""
+        from ..forward.breakpoints import module_breakpoints
         args = parse_args(arg, self.do_clear_module).words
         if len(args) != 1:
             raise CommandError("usage: clear-module N|all")
@@ -369,6 +384,9 @@ class NavigationCommands:
         can_return_tuple...). --edit adds a shell command that opens the file there ($EDITOR +LINE FILE).
         Alias: wf.
         Example: wf model.model.layers[0].self_attn --edit"""
+        from ..inspect.forward_location import forward_location
+        from ..inspect.modules import is_module
+        from ..render.modules import render_forward_location
         args = parse_args(arg, self.do_where_forward, flags={"--edit"})
         edit, expr = args.flag("--edit"), args.rest
         if expr:

@@ -17,12 +17,6 @@ says that graph-computed locals may be missing.
 
 from __future__ import annotations
 
-from ..inspect.compiled import compiled_note
-from ..inspect.dims import DimNamer
-from ..inspect.safe import type_name
-from ..inspect.tensors import frame_tensors, walk_tensors
-from ..render.tensors import render_tensors
-from ..config_file import config
 from ._command import CommandError, command, parse_args
 
 __all__ = ["ShapesCommands", "parse_shapes_args"]
@@ -62,6 +56,12 @@ class ShapesCommands:
                   tensor's own device with one transfer per tensor; none for meta/fake tensors.
         --no-stats  no statistics even when the config file's [shapes] stats = true.
         Example: shapes outputs --stats"""
+        from ..config_file import config
+        from ..inspect.compiled import compiled_note
+        from ..inspect.dims import DimNamer
+        from ..inspect.safe import type_name
+        from ..inspect.tensors import frame_tensors, walk_tensors
+        from ..render.tensors import render_tensors
         expr, stats = parse_shapes_args(arg, bool(config().shapes.get("stats", False)))
         locals_ = self.frame_locals()
         if expr:

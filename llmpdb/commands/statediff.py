@@ -13,24 +13,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
-from ..inspect.checkpoint import CheckpointError
-from ..inspect.kinds import is_module
-from ..inspect.modules import models_in
-from ..inspect.snapshot import (
-    Snapshot,
-    SnapshotError,
-    compare_snapshots,
-    diff_with_model,
-    take_snapshot,
-    trim_snapshots,
-)
-from ..inspect.statediff import statediff
-from ..render.statediff import render_snapdiff, render_snapshot, render_snapshot_list, render_statediff
 from ..session import SESSION
 from ..units import human_bytes, plural
 from ._command import CommandError, command, parse_args
+
+if TYPE_CHECKING:  # annotations only: the module is imported at first use
+    from ..inspect.snapshot import Snapshot
 
 __all__ = ["StatediffCommands", "snapshots", "snapshot_limits"]
 
@@ -107,6 +97,10 @@ class StatediffCommands:
         statediff --list | --drop NAME...   list snapshots / forget some (frees --exact copies).
         --all lists every tensor instead of folding modules and layers.
         Example: statediff model checkpoints/step-100/"""
+        from ..inspect.checkpoint import CheckpointError
+        from ..inspect.snapshot import SnapshotError, compare_snapshots, diff_with_model
+        from ..inspect.statediff import statediff
+        from ..render.statediff import render_snapdiff, render_snapshot_list, render_statediff
         positional, flags = _parse(arg)
         width, style = self.out_width(), self.out_style()
         full = "--all" in flags
@@ -161,6 +155,7 @@ class StatediffCommands:
 
     # ---- helpers (prefixed: the debugger mixes many command families into one class) ---------------
     def _statediff_other(self, token: str) -> tuple[Any, str]:
+        from ..inspect.kinds import is_module
         text = _unquote(token)
         path = os.path.expanduser(text)
         if os.path.exists(path):
@@ -176,6 +171,7 @@ class StatediffCommands:
         raise CommandError(f"{token} is a {type(value).__name__}: expected a path, a module or a state dict")
 
     def _statediff_find_model(self) -> tuple[Any, str]:
+        from ..inspect.modules import models_in
         tops = models_in(self.frame_locals())
         if len(tops) == 1:
             return tops[0][1], tops[0][0]
@@ -188,6 +184,9 @@ class StatediffCommands:
         raise CommandError(f"several models here ({names}): statediff snap [NAME] MODEL")
 
     def _statediff_snap(self, args: list[str], exact: bool) -> None:
+        from ..inspect.kinds import is_module
+        from ..inspect.snapshot import SnapshotError, take_snapshot, trim_snapshots
+        from ..render.statediff import render_snapshot
         store = snapshots()
         name = expr = None
         if len(args) > 2:

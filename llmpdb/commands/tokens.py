@@ -9,8 +9,6 @@ Usage (at the prompt)::
 
 from __future__ import annotations
 
-from ..inspect.tokens import find_inputs, find_tokenizers, is_tokenizer, split_inputs, token_report
-from ..render.tokens import render_tokens
 from ._command import CommandError, command, parse_args
 
 __all__ = ["TokensCommands"]
@@ -29,6 +27,7 @@ class TokensCommands:
     """Command mixin: ``tokens``."""
 
     def _tokens_tokenizer(self, expr: str | None):
+        from ..inspect.tokens import find_tokenizers, is_tokenizer
         if expr:
             tokenizer = self.eval_in_frame(expr)
             if not is_tokenizer(tokenizer):
@@ -53,6 +52,8 @@ class TokensCommands:
         (its attention_mask is used), a tensor of ids or a list; default: input_ids, else a dict-like
         holding input_ids, in the frame. The tokenizer is found in the frame or its globals by its type.
         Example: tokens inputs["input_ids"] --row 1"""
+        from ..inspect.tokens import find_inputs, split_inputs, token_report
+        from ..render.tokens import render_tokens
         args = parse_args(arg, self.do_tokens, options={"--row": _row, "--tokenizer": str})
         tokenizer = self._tokens_tokenizer(args.value("--tokenizer"))
         if args.rest:

@@ -14,16 +14,15 @@ call ends, also when it raises (the rows recorded so far are printed with the er
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import ast
 
-from ..forward.trace import ForwardTrace, traced_modules
-from ..inspect.frame_kinds import is_plumbing
-from ..inspect.module_match import match_modules, near_names
-from ..inspect.modules import is_forward_frame, model_names
-from ..inspect.trace_records import collapse_calls
-from ..render.trace import render_trace
 from ..session import SESSION, register_stop_note
 from ._command import CommandError, command, parse_args
+
+if TYPE_CHECKING:  # annotations only: the module is imported at first use
+    from ..forward.trace import ForwardTrace
 
 __all__ = ["TraceCommands", "is_call_expression"]
 
@@ -47,11 +46,14 @@ def is_call_expression(text: str) -> bool:
 
 
 def _names_of(root) -> dict[int, str]:
+    from ..inspect.modules import model_names
     names = model_names(root)
     return {key: (value[0] if value else "") for key, value in names.names.items()}
 
 
 def _root_running(frame, roots) -> bool:
+    from ..inspect.frame_kinds import is_plumbing
+    from ..inspect.modules import is_forward_frame
     while frame is not None:
         if not is_plumbing(frame) and any(is_forward_frame(frame, r) for r in roots):
             return True
@@ -84,6 +86,8 @@ class TraceCommands:
         return [(m, "") for _, m in pairs], aliases
 
     def _trace_print(self, trace: ForwardTrace, fold: bool, title: str | None = None) -> None:
+        from ..inspect.trace_records import collapse_calls
+        from ..render.trace import render_trace
         rows = collapse_calls(trace.calls, fold=fold)
         if title:
             self.message(title)
@@ -104,6 +108,8 @@ class TraceCommands:
         Hooks are removed when the pass ends, also when it raises. Hooks see module calls only: a
         view/transpose/cat inside a forward is not a row. Shapes are read from metadata, never values.
         Example: trace model(**inputs) --depth 2"""
+        from ..forward.trace import ForwardTrace, traced_modules
+        from ..inspect.module_match import match_modules, near_names
         args = parse_args(arg, self.do_trace, flags={"--all"}, options={"--depth": _depth})
         text, depth, fold = args.rest, args.value("--depth"), not args.flag("--all")
         state = SESSION.memory(_ARMED_KEY, dict)

@@ -14,11 +14,13 @@ metadata of the result is kept, never the value.
 
 from __future__ import annotations
 
-from ..inspect.frames import frame_locals
-from ..inspect.watch_records import Watch, failed, observe
-from ..render.watch import render_change, render_watches
+from typing import TYPE_CHECKING
+
 from ..session import SESSION, register_stop_note
 from ._command import CommandError, command
+
+if TYPE_CHECKING:  # annotations only: the module is imported at first use
+    from ..inspect.watch_records import Watch
 
 __all__ = ["WatchCommands", "watches", "evaluate_watch"]
 
@@ -37,6 +39,8 @@ def _where(frame) -> str:
 
 def evaluate_watch(watch: Watch, frame, local_map: dict | None = None):
     """Usage: ``evaluate_watch(w, frame)`` -> a Sample; never raises (BaseException included)."""
+    from ..inspect.frames import frame_locals
+    from ..inspect.watch_records import failed, observe
     try:
         namespace = dict(local_map if local_map is not None else frame_locals(frame))
         return observe(eval(watch.code, frame.f_globals, namespace))
@@ -61,6 +65,7 @@ def watch_note(frame, debugger) -> list[str]:
     for watch in watches():
         previous = watch.record(evaluate_watch(watch, frame, local_map), SESSION.stop, _where(frame))
         if previous is not None:
+            from ..render.watch import render_change
             lines.append(render_change(watch, previous, style))
     return lines
 
@@ -77,6 +82,8 @@ class WatchCommands:
         read or kept. What EXPR raises at a stop (out of scope, SystemExit...) is recorded, never raised.
         unwatch EXPR | N | all removes watches.
         Example: watch hidden_states"""
+        from ..inspect.watch_records import Watch
+        from ..render.watch import render_watches
         text = (arg or "").strip()
         if not text:
             self.message(render_watches(watches(), width=self.out_width(), style=self.out_style()))

@@ -177,3 +177,26 @@ def test_step_onto_a_hooked_breakpoint_line_never_enters_the_hook(mods):
     _, text = both(target.work, commands, 3)
     assert stops(text)[:5] == ["work:15", f"helper:{loop}", f"helper:{loop - 1}", f"helper:{ret}", f"helper:{ret}"]
     assert "hooked.py" not in text and "patching.py" not in text
+
+
+def test_conditions_true_false_raising_and_ignored_stop_as_pdb(mods):
+    target, _ = mods
+    loop = target.LINES["loop"]
+    where = f"{target.__file__}:{loop}"
+    commands = [f"b {where}, i == 1", f"b {where}, i == 2", "c", "p i", "b", "disable 1", "ignore 2 1", "c", "p i",
+                "condition 2 no_such_name > 0", "c", "p i", "b", "cl 1", "cl 2", "c"]
+    _, text = both(target.work, commands, 4)
+    assert stops(text)[:4] == ["work:15", f"helper:{loop}", f"helper:{loop}", f"helper:{loop}"]
+    assert "\n1\n(Pdb)" in text and "breakpoint already hit 2 times" in text  # the second call's i == 2
+    assert "NameError" in text or "no_such_name" in text  # a raising condition stops, as in pdb
+
+
+def test_until_again_and_return_from_one_frame(mods):
+    target, _ = mods
+    loop = target.LINES["loop"]
+    commands = [f"tbreak {target.__file__}:{loop - 2}", "c", "until", "until", "until", "p i, total", "until",
+                "until", "p total", "r", "c"]
+    fast, text = both(target.work, commands, 5)
+    assert stops(text)[:3] == ["work:15", f"helper:{loop - 2}", f"helper:{loop - 1}"]
+    assert "--Return--" in text
+    assert WATCH in fast.modes_seen
