@@ -122,7 +122,8 @@ class DumpCommands:
         buffers), without calling properties; written as CPU contiguous copies (views and non-contiguous
         tensors copied, bf16 kept), atomically, mode 0600. A tensor reached twice is written once.
         Meta, fake, sparse, nested, quantized and DTensor tensors are left out, each named.
-        PATH defaults to ./llmpdb-dump-<pid>-<n>.safetensors (quote one with spaces); a symlink, FIFO or folder is refused.
+        PATH defaults to ./llmpdb-dump-<pid>-<n>.safetensors (quote one with spaces); a symlink, FIFO
+        or folder is refused.
         --max-mib N   ask before writing more than N MiB (default 1024, LLMPDB_DUMP_MAX_MIB); with
                       nobody to ask (a headless stop) refuse instead.
         --yes         write without asking.
