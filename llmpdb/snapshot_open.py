@@ -163,11 +163,39 @@ def _opened_class():
                 self.message(render_layer(report, layer, width=width, style=style))
             self.message(style.dim(self._saved_note()))
 
+    for names in _NOTHING_RUNS:
+        refuse = _nothing_runs(names[0])
+        for name in names:
+            setattr(OpenedPdb, f"do_{name}", refuse)
     return OpenedPdb
 
 
+_NOTHING_RUNS = (("next", "n"), ("step", "s"), ("until", "unt"), ("return", "r"), ("jump", "j"),
+                 ("run", "restart"), ("step_all",), ("step_forward", "sf"))
+
+
+def _nothing_runs(name: str):
+    def refuse(self, arg):
+        self.error(f"{name.replace('_', '-')}: nothing runs here: this prompt is on a saved file (shapes, p EXPR "
+                   "read its tensors; c or q ends)")
+
+    refuse.__doc__ = (f"{name.replace('_', '-')}\n        In `python -m llmpdb open`: refused with one line (no "
+                      "program runs on a saved file).\n        Example: c")
+    return refuse
+
+
+def _with_aliases(saved: SavedStop) -> dict[str, Any]:
+    """The saved tensors plus the other paths of each (tied weights): the same CPU tensor under both."""
+    flat = dict(saved.tensors)
+    aliases = saved.doc.get("aliases")
+    for alias, first in (aliases.items() if isinstance(aliases, dict) else ()):
+        if isinstance(alias, str) and isinstance(first, str) and first in flat and alias not in flat:
+            flat[alias] = flat[first]
+    return flat
+
+
 def _namespace(saved: SavedStop) -> tuple[dict[str, Any], list[str]]:
-    tree = nest_paths(saved.tensors)
+    tree = nest_paths(_with_aliases(saved))
     names = [n for n in tree if n.isidentifier() and not keyword.iskeyword(n) and not n.startswith("_llmpdb")]
     others = {k: v for k, v in tree.items() if k not in names}
     if others:
@@ -192,7 +220,7 @@ def _run_prompt(saved: SavedStop, debugger) -> None:
         debugger.interaction(frame, None)
 
     scope = {"__name__": "llmpdb_saved", "__builtins__": builtins, "_llmpdb_enter": enter,
-             "_llmpdb_frame": sys._getframe}
+             "_llmpdb_frame": sys._getframe, "torch": sys.modules["torch"]}  # read_safetensors imported it
     exec(compile(source, filename, "exec"), scope)  # our own generated source: no text from the file
     scope["saved_stop"](**namespace)
 

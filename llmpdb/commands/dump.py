@@ -16,6 +16,7 @@ reads either kind back. ``LLMPDB_DUMP_MAX_MIB`` sets the default limit.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 
@@ -29,7 +30,7 @@ from ..units import human_bytes, plural
 from ._command import CommandError, command, parse_args
 from .navigation import _path_header, _tree_names, user_root
 
-__all__ = ["DumpCommands", "DEFAULT_MAX_MIB", "default_path", "split_dump_args"]
+__all__ = ["DumpCommands", "DEFAULT_MAX_MIB", "default_path", "split_dump_args", "path_word"]
 
 DEFAULT_MAX_MIB = 1024.0
 _OPTIONS_HINT = "--max-mib N, --yes"
@@ -72,19 +73,38 @@ def _looks_like_path(word: str) -> bool:
     return word.endswith(".safetensors") or word.startswith(("/", "./", "../", "~"))
 
 
+def _quoted(word: str) -> str | None:
+    """The text of a quoted word (``'/tmp/my dir/x.safetensors'``), None for a word that is not one string."""
+    if len(word) < 2 or word[0] not in "'\"" or word[-1] != word[0]:
+        return None
+    try:
+        value = ast.literal_eval(word)
+    except (SyntaxError, ValueError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def path_word(word: str) -> str:
+    """Usage: ``path_word("'~/a b.safetensors'")`` -> ``"/root/a b.safetensors"``: quotes removed, ``~`` expanded."""
+    text = _quoted(word)
+    return os.path.expanduser(word if text is None else text)
+
+
 def split_dump_args(rest: str, words: list[str]) -> tuple[str, str | None]:
     """Usage: ``split_dump_args("outputs out.safetensors", words)`` -> ``("outputs", "out.safetensors")``.
 
     The last of several words is PATH when the text before it compiles and it looks like a path (ends in
-    ``.safetensors``, starts with ``/``, ``./``, ``../`` or ``~``) or the whole text does not compile."""
+    ``.safetensors``, starts with ``/``, ``./``, ``../`` or ``~``; quoted, for a path with spaces) or the
+    whole text does not compile."""
     usage = "(usage: dump EXPR [PATH] [--max-mib N] [--yes])"
     if not rest:
         raise CommandError(f"an expression is required {usage}")
     if len(words) < 2:
         return rest, None
     expr = rest[: len(rest) - len(words[-1])].rstrip()
-    if _compiles(expr) and (_looks_like_path(words[-1]) or not _compiles(rest)):
-        return expr, os.path.expanduser(words[-1])
+    last = words[-1]
+    if _compiles(expr) and (_looks_like_path(_quoted(last) or last) or not _compiles(rest)):
+        return expr, path_word(last)
     if not _compiles(rest):
         raise CommandError(f"invalid expression {rest!r} {usage}")
     return rest, None
@@ -102,7 +122,8 @@ class DumpCommands:
         buffers), without calling properties; written as CPU contiguous copies (views and non-contiguous
         tensors copied, bf16 kept), atomically, mode 0600. A tensor reached twice is written once.
         Meta, fake, sparse, nested, quantized and DTensor tensors are left out, each named.
-        PATH defaults to ./llmpdb-dump-<pid>-<n>.safetensors; a symlink, FIFO or folder is refused.
+        PATH defaults to ./llmpdb-dump-<pid>-<n>.safetensors (quote one with spaces); a symlink, FIFO
+        or folder is refused.
         --max-mib N   ask before writing more than N MiB (default 1024, LLMPDB_DUMP_MAX_MIB); with
                       nobody to ask (a headless stop) refuse instead.
         --yes         write without asking.
@@ -143,7 +164,7 @@ class DumpCommands:
             self.message(f"snapshot: path header not saved ({type(exc).__name__}: {exc})")
         doc = snapshot_document(frame, stack, index, locals_, root=user_root(), header=header,
                                 root_names=root_names)
-        self._dump_write("snapshot", found, args.words[0] if args.words else None, doc, args)
+        self._dump_write("snapshot", found, path_word(args.words[0]) if args.words else None, doc, args)
 
     # ---- shared -------------------------------------------------------------------------------------
     def _dump_write(self, kind: str, found: TensorCollection, path: str | None, doc: dict, args) -> None:

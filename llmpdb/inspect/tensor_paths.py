@@ -8,7 +8,8 @@ Usage::
     found.aliases                                     # {"x2": "x"}: the same tensor reached twice
     tree = nest_paths({"outputs.logits": t, "cache.layers[0].keys": k})   # {"outputs": ..., "cache": ...}
 
-``collect_*`` keep each tensor once (the first path that reaches it; later paths are ``aliases``) and use
+``collect_*`` keep each tensor once (the first path that reaches it; later paths, a module's tied weights
+included, are ``aliases``) and use
 larger limits than the table (``max_items`` 100000, ``max_depth`` 12). ``nest_paths`` is the inverse used by
 ``python -m llmpdb open``: ``.name`` parts become attributes of a ``SavedNode``, ``[key]`` parts dict keys
 (a state dict's ``.0`` is read as ``[0]``),
@@ -18,12 +19,13 @@ so ``outputs.logits`` and ``inputs['input_ids']`` evaluate as they did in the sa
 from __future__ import annotations
 
 import ast
+import itertools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .tensors import TensorWalk, _Walker
+from .tensors import TensorWalk, _is_instance, _param_path, _Walker
 
 __all__ = ["TensorCollection", "collect_tensors", "collect_frame_tensors", "split_path", "nest_paths",
            "SavedNode"]
@@ -56,6 +58,17 @@ class _Collector(_Walker):
             self.items.append((path, t))
         else:
             self.aliases[path] = first
+
+    def _visit(self, obj: Any, path: str, depth: int, explicit: bool) -> None:
+        walked = explicit and id(obj) not in self.seen and _is_instance(obj, "torch.nn", "Module")
+        super()._visit(obj, path, depth, explicit)
+        if walked:  # tied weights (GPT-2's lm_head.weight is wte.weight): named_parameters() names them once
+            chain = itertools.chain(obj.named_parameters(remove_duplicate=False),
+                                    obj.named_buffers(remove_duplicate=False))
+            for name, t in chain:
+                alias, first = _param_path(path, name), self.paths.get(id(t))
+                if first is not None and alias != first:
+                    self.aliases.setdefault(alias, first)
 
     def result(self) -> TensorCollection:
         return TensorCollection(self.items, self.out, self.aliases)
@@ -151,14 +164,27 @@ def nest_paths(flat: Mapping[str, Any]) -> dict[str, Any]:
     """Usage: ``nest_paths({"outputs.logits": t})`` -> ``{"outputs": SavedNode(logits=t)}``.
 
     A node whose children are all ``[key]`` becomes a dict; one with ``.name`` children a ``SavedNode``.
-    Paths that do not parse are kept whole under their own text (not a valid local name)."""
+    Paths that do not parse, or that reach inside another path's tensor (``x.y`` beside ``x``), are kept
+    whole under their own text (not a valid local name)."""
     tree: dict[str, Any] = {}
     parsed = []
     for path, value in flat.items():
         try:
-            parsed.append((split_path(path), value))
+            parsed.append((split_path(path), value, path))
         except (ValueError, SyntaxError):
             tree[path] = value
+
+    def key(parts: list) -> tuple:
+        return tuple((k, repr(v)) for k, v in parts)
+
+    leaves = {key(parts) for parts, _, _ in parsed}
+    nested = []
+    for parts, value, path in parsed:  # "x.y" beside a tensor "x": x stays the tensor, x.y is kept whole
+        if any(key(parts[:depth]) in leaves for depth in range(1, len(parts))):
+            tree[path] = value
+        else:
+            nested.append((parts, value))
+    parsed = nested
     kinds: dict[tuple, str] = {}
     for parts, _ in parsed:
         for depth in range(1, len(parts)):
