@@ -9,12 +9,15 @@ Usage (at the prompt)::
 Evaluating a watch never stops a stop: whatever the expression raises (``NameError`` where it is not in
 scope, ``SystemExit``, ``KeyboardInterrupt``) becomes the value of that stop, one line. It runs on a copy
 of the frame's locals, so an assignment inside it (``(x := 1)``) changes nothing in the program; only
-metadata of the result is kept, never the value.
+metadata of the result is kept, never the value. Calls are refused when the watch is set, except
+``len()`` and pure tensor methods (``llmpdb.inspect.watch_expr``): ``watch lst.pop()`` would pop at
+every stop.
 """
 
 from __future__ import annotations
 
 from ..inspect.frames import frame_locals
+from ..inspect.watch_expr import GUARD, WatchRefused, compile_watch, pure_call
 from ..inspect.watch_records import Watch, failed, observe
 from ..render.watch import render_change, render_watches
 from ..session import SESSION, register_stop_note
@@ -39,6 +42,7 @@ def evaluate_watch(watch: Watch, frame, local_map: dict | None = None):
     """Usage: ``evaluate_watch(w, frame)`` -> a Sample; never raises (BaseException included)."""
     try:
         namespace = dict(local_map if local_map is not None else frame_locals(frame))
+        namespace[GUARD] = pure_call
         return observe(eval(watch.code, frame.f_globals, namespace))
     except BaseException as exc:  # the user's expression: a NameError out of scope, SystemExit, ^C...
         return failed(exc)
@@ -75,6 +79,11 @@ class WatchCommands:
         too) now and at every later stop; a stop where it changed prints one line saying so. Without
         EXPR: each watched expression's history, stop by stop, with the changes marked. Values are never
         read or kept. What EXPR raises at a stop (out of scope, SystemExit...) is recorded, never raised.
+        EXPR runs at every stop, so it may not change the program: calls are refused (lst.pop() would pop
+        at each stop) except len() and tensor methods that make a new tensor or a number (size, dim,
+        numel, view, reshape, transpose, permute, t, flatten, squeeze, unsqueeze, contiguous, chunk,
+        split, unbind, narrow, select, float, half, bfloat16, double, int, long, bool, detach, abs, sum,
+        mean, amax, amin, isnan, isinf, isfinite, any, all, count_nonzero...), run only on real tensors.
         unwatch EXPR | N | all removes watches.
         Example: watch hidden_states"""
         text = (arg or "").strip()
@@ -82,9 +91,11 @@ class WatchCommands:
             self.message(render_watches(watches(), width=self.out_width(), style=self.out_style()))
             return
         try:
-            code = compile(text, "<llmpdb watch>", "eval")
+            code = compile_watch(text)
         except SyntaxError as exc:
             raise CommandError(f"invalid expression {text!r}: {exc.msg}") from None
+        except WatchRefused as exc:
+            raise CommandError(f"refused {text!r}: {exc}") from None
         if any(w.expr == text for w in watches()):
             raise CommandError(f"{text} is already watched (watch alone shows its history)")
         frame = self.current_frame()
