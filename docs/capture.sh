@@ -225,8 +225,8 @@ capture_disable() {
 }
 
 capture_post_mortem() {
-    shell "$REPO" "LLMPDB_TOUR='' python -m llmpdb -c continue examples/train.py /nonexistent </dev/null" -- \
-        env LLMPDB_TOUR= "$PY" -m llmpdb -c continue examples/train.py /nonexistent
+    shell "$REPO" "LLMPDB_REPORT=/tmp/llmpdb-crash.txt python -m llmpdb -c continue examples/train.py /nonexistent </dev/null" -- \
+        env LLMPDB_TOUR= LLMPDB_REPORT=/tmp/llmpdb-crash.txt "$PY" -m llmpdb -c continue examples/train.py /nonexistent
 }
 
 capture() {  # capture NAME: the transcript on stdout

@@ -1,4 +1,4 @@
-"""``python -m llmpdb [-c CMD]... [--no-compile] [-m] target [args]`` — run a script under llmpdb.
+"""``python -m llmpdb [-c CMD]... [--no-compile] [--report PATH] [-m] target [args]`` — run a script under llmpdb.
 
 Usage::
 
@@ -9,7 +9,8 @@ Usage::
 Same meaning as ``python -m pdb``: ``-c`` commands run at the first stop, ``-m`` runs a module, and every
 ``breakpoint()`` in the program (installed modeling files included) opens llmpdb. Unlike pdb, the program
 is not restarted when it ends: llmpdb exits with the program's status. An uncaught exception opens a
-post-mortem session, then exits with status 1. ``--no-compile`` sets ``TORCHDYNAMO_DISABLE=1`` so that
+post-mortem session, then exits with status 1; without a terminal, or with ``--report PATH``, it writes a
+crash report (``llmpdb.crash_report``) instead and exits with status 1 at once. ``--no-compile`` sets ``TORCHDYNAMO_DISABLE=1`` so that
 ``torch.compile`` runs eagerly and every local is visible. Without a terminal, each stop runs the tour
 (``LLMPDB_TOUR``, default ``shapes``) and continues, so a batch job never hangs.
 """
@@ -24,6 +25,7 @@ import traceback
 __all__ = ["main", "USAGE"]
 
 _LISTEN_FROM_START = False  # --listen: every stop, the first line's included, waits for a client
+_REPORT: str | None = None  # --report PATH: an uncaught exception writes a crash report there and exits 1
 
 USAGE = """usage: python -m llmpdb [-c command]... [--no-compile] (-m module | pyfile) [arg]...
        python -m llmpdb attach [TARGET] [--token-file FILE]
@@ -40,6 +42,7 @@ Every breakpoint() in the program opens llmpdb.
   --log FILE             where the log policy writes (sets LLMPDB_LOG)
   --rank N               under torchrun, the rank that prompts (default 0; sets LLMPDB_RANK)
   --snapshot             the log policy also writes a `snapshot` file per logged stop (LLMPDB_SNAPSHOT=1)
+  --report PATH          an uncaught exception writes a crash report to PATH and exits 1 (no prompt)
   -m                     run a library module as a script
   -h, --help             show this help
   --version              show the llmpdb version and its debugger base
@@ -52,7 +55,8 @@ sets what runs at each stop when there is no terminal; LLMPDB_BASE=stdlib forces
 def _parse(argv: list[str]):
     try:
         opts, args = getopt.getopt(argv, "mhc:", ["help", "command=", "no-compile", "version", "headless=",
-                                                  "listen=", "commands=", "log=", "rank=", "snapshot"])
+                                                  "listen=", "commands=", "log=", "rank=", "snapshot",
+                                                  "report="])
     except getopt.GetoptError as exc:
         print(f"llmpdb: {exc}", file=sys.stderr)
         print(USAGE, file=sys.stderr)
@@ -81,8 +85,9 @@ def _parse(argv: list[str]):
             os.environ[env] = value
     if "--snapshot" in names:
         os.environ["LLMPDB_SNAPSHOT"] = "1"
-    global _LISTEN_FROM_START
+    global _LISTEN_FROM_START, _REPORT
     _LISTEN_FROM_START = "--listen" in names
+    _REPORT = next((value for name, value in opts if name == "--report"), None)
     commands = [value for name, value in opts if name in ("-c", "--command")]
     return commands, "-m" in names, "--no-compile" in names, args
 
@@ -157,6 +162,8 @@ def _run(debugger, target) -> int:
             from .stepping import program_traceback
 
             traceback.print_exception(type(exc), exc, program_traceback(exc.__traceback__))
+            if _crash_report_ends(debugger, exc):
+                return 1
             _say("llmpdb: uncaught exception; post-mortem debugging (`c` or `q` ends the program)")
             try:
                 debugger.interaction(None, exc.__traceback__)
@@ -169,6 +176,24 @@ def _run(debugger, target) -> int:
             return 0
         _say("llmpdb: the program finished")
         return 0
+
+
+def _crash_report_ends(debugger, exc: BaseException) -> bool:
+    """With ``--report PATH``, or with no terminal to prompt at: write the crash report (llmpdb.crash_report)
+    and say where in one line on stderr. True when the program ends now; False to open the post-mortem:
+    a terminal without --report, and without a terminal only a client that can attach to it (an explicit
+    ``attach`` policy or ``--listen``, or a client still attached), after the report is written."""
+    policy = debugger._headless_policy()
+    if _REPORT is None and policy is None:
+        return False
+    from .crash_report import report_destination, save_crash_report
+    from .headless_policy import client_attached
+
+    _, line = save_crash_report(exc, report_destination(_REPORT))
+    print(line, file=sys.stderr if sys.stderr is not None else sys.__stderr__, flush=True)
+    attach = policy == "attach" and (os.environ.get("LLMPDB_HEADLESS", "").strip().lower() == "attach"
+                                     or os.environ.get("LLMPDB_LISTEN") or client_attached())
+    return _REPORT is not None or not attach
 
 
 def _restarting(debugger, target) -> None:

@@ -49,7 +49,7 @@ if TYPE_CHECKING:  # annotations only: sockets are imported when a listener is o
     from .remote_seat import Seat
 
 __all__ = ["HeadlessPolicyMixin", "POLICIES", "DEFAULT_ATTACH_TIMEOUT", "LOG_FIRST", "LOG_EVERY",
-           "input_is_absent", "chosen_policy", "install_attach_signal"]
+           "input_is_absent", "chosen_policy", "install_attach_signal", "client_attached"]
 
 POLICIES = ("attach", "log", "skip")
 DEFAULT_ATTACH_TIMEOUT = 120.0
@@ -167,6 +167,15 @@ class _State:
 
 
 _STATE = _State()
+
+
+def client_attached() -> bool:
+    """Usage: ``client_attached()``; True while a client attached at an earlier stop is still connected."""
+    seat = _STATE.seat if _STATE.pid == os.getpid() else None
+    if seat is None:
+        return False
+    seat.stop_watching()  # the watcher of a running program reads the same socket
+    return seat.still_there()
 
 
 def install_attach_signal() -> None:

@@ -28,7 +28,7 @@ from ._command import CommandError, command, parse_args
 if TYPE_CHECKING:  # annotations only: the module is imported at first use
     from ..render.style import Style
 
-__all__ = ["NavigationCommands", "render_stop_header", "user_root", "set_user_root"]
+__all__ = ["NavigationCommands", "render_stack_model", "render_stop_header", "user_root", "set_user_root"]
 
 _ROOT_KEY = "navigation-root"
 
@@ -80,6 +80,18 @@ def _path_header(stack, index: int, style: Style | None) -> str | None:
         trees = _tree_names(stack, index, model_stack(stack[: index + 1], user_root()))
         root_name = trees.get(summary.module.tree)
     return render_path_summary(summary, style, root_name=root_name)
+
+
+def render_stack_model(stack, index: int, *, width: int, style: Style | None = None, show_all: bool = False) -> str:
+    """Usage: ``render_stack_model(stack, len(stack) - 1, width=100)``; what ``stack-model`` prints for a
+    ``[(frame, lineno)]`` stack (pdb's, or a traceback's): the path header, then the table."""
+    from ..inspect.modules import model_stack
+    from ..render.modules import render_model_stack
+    header = _path_header(stack, index, style)
+    entries = model_stack(stack, user_root())
+    table = render_model_stack(entries, current=index, show_all=show_all, width=width, style=style,
+                               root_names=_tree_names(stack, index, entries))
+    return f"{header}\n{table}" if header else table
 
 
 def render_stop_header(frame, style: Style | None = None) -> str | None:
@@ -206,15 +218,8 @@ class NavigationCommands:
         stack = self.stack_frames()
         if not stack:
             raise CommandError("no stack (the program is not stopped in a frame)")
-        style = self.out_style()
-        index = self.current_index()
-        header = _path_header(stack, index, style)
-        if header:
-            self.message(header)
-        entries = model_stack(stack, user_root())
-        self.message(render_model_stack(entries, current=index, show_all=args.flag("--all"),
-                                        width=self.out_width(), style=style,
-                                        root_names=_tree_names(stack, index, entries)))
+        self.message(render_stack_model(stack, self.current_index(), width=self.out_width(),
+                                        style=self.out_style(), show_all=args.flag("--all")))
 
     do_sm = do_stack_model
 

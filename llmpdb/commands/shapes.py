@@ -17,9 +17,14 @@ says that graph-computed locals may be missing.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ._command import CommandError, command, parse_args
 
-__all__ = ["ShapesCommands", "parse_shapes_args"]
+if TYPE_CHECKING:  # annotations only: the modules are imported at first use
+    from ..render.style import Style
+
+__all__ = ["ShapesCommands", "parse_shapes_args", "render_frame_shapes"]
 
 USAGE = "shapes [EXPR] [--stats] [--no-stats]"
 
@@ -35,6 +40,18 @@ def parse_shapes_args(arg: str, stats_default: bool = False) -> tuple[str, bool]
         raise CommandError(f"--stats and --no-stats together (usage: {USAGE})")
     stats = True if args.flag("--stats") else False if args.flag("--no-stats") else stats_default
     return args.rest, stats
+
+
+def render_frame_shapes(locals_: dict, frame, *, width: int, style: Style, stats: bool = False) -> str:
+    """Usage: ``render_frame_shapes(frame_locals(frame), frame, width=100, style=Style())``; the table
+    ``shapes`` prints for a frame's locals."""
+    from ..inspect.dims import DimNamer
+    from ..inspect.tensors import frame_tensors
+    from ..render.tensors import render_tensors
+    walk = frame_tensors(locals_, stats=stats)
+    namer = DimNamer.from_frame(locals_, frame=frame) if walk else None
+    return render_tensors(walk, width=width, style=style, namer=namer, stats=stats,
+                          empty="no tensors in this frame's locals")
 
 
 class ShapesCommands:
@@ -60,21 +77,20 @@ class ShapesCommands:
         from ..inspect.compiled import compiled_note
         from ..inspect.dims import DimNamer
         from ..inspect.safe import type_name
-        from ..inspect.tensors import frame_tensors, walk_tensors
+        from ..inspect.tensors import walk_tensors
         from ..render.tensors import render_tensors
         expr, stats = parse_shapes_args(arg, bool(config().shapes.get("stats", False)))
         locals_ = self.frame_locals()
-        if expr:
-            value = self.eval_in_frame(expr)
-            walk = walk_tensors(value, expr, stats=stats)
-            where = f"{expr} ({type_name(value)})"
-        else:
-            walk = frame_tensors(locals_, stats=stats)
-            where = "this frame's locals"
+        value = self.eval_in_frame(expr) if expr else None
         note = compiled_note(self.current_frame())
         style = self.out_style()
         if note:
             self.message_once(note, style.warn(note))  # not again when the stop already said it
+        if not expr:
+            self.message(render_frame_shapes(locals_, self.current_frame(), width=self.out_width(), style=style,
+                                             stats=stats))
+            return
+        walk = walk_tensors(value, expr, stats=stats)
         namer = DimNamer.from_frame(locals_, frame=self.current_frame()) if walk else None
         self.message(render_tensors(walk, width=self.out_width(), style=style, namer=namer, stats=stats,
-                                    empty=f"no tensors in {where}"))
+                                    empty=f"no tensors in {expr} ({type_name(value)})"))

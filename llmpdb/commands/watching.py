@@ -9,7 +9,9 @@ Usage (at the prompt)::
 Evaluating a watch never stops a stop: whatever the expression raises (``NameError`` where it is not in
 scope, ``SystemExit``, ``KeyboardInterrupt``) becomes the value of that stop, one line. It runs on a copy
 of the frame's locals, so an assignment inside it (``(x := 1)``) changes nothing in the program; only
-metadata of the result is kept, never the value.
+metadata of the result is kept, never the value. Calls are refused when the watch is set, except
+``len()`` and pure tensor methods (``llmpdb.inspect.watch_expr``): ``watch lst.pop()`` would pop at
+every stop.
 """
 
 from __future__ import annotations
@@ -40,9 +42,11 @@ def _where(frame) -> str:
 def evaluate_watch(watch: Watch, frame, local_map: dict | None = None):
     """Usage: ``evaluate_watch(w, frame)`` -> a Sample; never raises (BaseException included)."""
     from ..inspect.frames import frame_locals
+    from ..inspect.watch_expr import GUARD, pure_call
     from ..inspect.watch_records import failed, observe
     try:
         namespace = dict(local_map if local_map is not None else frame_locals(frame))
+        namespace[GUARD] = pure_call
         return observe(eval(watch.code, frame.f_globals, namespace))
     except BaseException as exc:  # the user's expression: a NameError out of scope, SystemExit, ^C...
         return failed(exc)
@@ -80,6 +84,11 @@ class WatchCommands:
         too) now and at every later stop; a stop where it changed prints one line saying so. Without
         EXPR: each watched expression's history, stop by stop, with the changes marked. Values are never
         read or kept. What EXPR raises at a stop (out of scope, SystemExit...) is recorded, never raised.
+        EXPR runs at every stop, so it may not change the program: calls are refused (lst.pop() would pop
+        at each stop) except len() and tensor methods that make a new tensor or a number (size, dim,
+        numel, view, reshape, transpose, permute, t, flatten, squeeze, unsqueeze, contiguous, chunk,
+        split, unbind, narrow, select, float, half, bfloat16, double, int, long, bool, detach, abs, sum,
+        mean, amax, amin, isnan, isinf, isfinite, any, all, count_nonzero...), run only on real tensors.
         unwatch EXPR | N | all removes watches.
         Example: watch hidden_states"""
         from ..inspect.watch_records import Watch
@@ -89,9 +98,11 @@ class WatchCommands:
             self.message(render_watches(watches(), width=self.out_width(), style=self.out_style()))
             return
         try:
-            code = compile(text, "<llmpdb watch>", "eval")
+            code = compile_watch(text)
         except SyntaxError as exc:
             raise CommandError(f"invalid expression {text!r}: {exc.msg}") from None
+        except WatchRefused as exc:
+            raise CommandError(f"refused {text!r}: {exc}") from None
         if any(w.expr == text for w in watches()):
             raise CommandError(f"{text} is already watched (watch alone shows its history)")
         frame = self.current_frame()

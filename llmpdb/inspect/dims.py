@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .config import describe_config, locate_config, looks_like_config, text_config
+from .config import config_candidates, describe_candidates, describe_config, looks_like_config, text_config
 from .dims_roles import module_sizes, names_by_role, role_of
 from .frames import frame_locals, frame_self
 from .kinds import is_module, library_attr, static_attr, stored
@@ -201,7 +201,8 @@ class DimNamer:
         With ``frame``, its enclosing frames are searched too: for a config when this frame has none, and
         for the batch and sequence length when this frame's locals do not give both."""
         outer = _outer_frames(frame)
-        found = locate_config(locals) or _enclosing_config(outer)
+        candidates = config_candidates(locals)
+        found = candidates[0] if len(candidates) == 1 else None if candidates else _enclosing_config(outer)
         config = found[0] if found else None
         module = module_sizes(_frame_module(locals))
         hidden = config_sizes(config).get("hidden") if config is not None else module.get("hidden")
@@ -212,9 +213,9 @@ class DimNamer:
                 if more is not None and more[0] is not None:
                     bs = (more[0], more[1], f"{more[2]} of {_where(other)}")
                     break
-        if config is None and bs is None and not module:
+        if config is None and bs is None and not module and len(candidates) < 2:
             return None
-        parts = [describe_config(*found)] if found else []
+        parts = [describe_config(*found)] if found else [describe_candidates(candidates)] if candidates else []
         if module and config is None:
             parts.append(f"self ({type(_frame_module(locals)).__name__})")
         if bs is not None:

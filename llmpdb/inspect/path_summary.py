@@ -9,7 +9,8 @@ Looks at the module frames of the stack (``llmpdb.inspect.modules``): the innerm
 ``index`` is "the module you are in". ``labels`` and the cache come from the locals of the module frames,
 innermost first (a cache is a local named ``cache``, ``past_key_values``, ``past_key_value``,
 ``layer_past``, ``past`` or ``kv_cache`` that ``kv.looks_like_cache`` takes for one, or None). Grad and
-autocast state are the thread's current state, read through ``torch`` only when the program imported it.
+autocast state are the thread's current state, read through ``torch`` only when the program imported it;
+unknown (``finished``) when the frame already ended (a traceback's frame: post-mortem, a crash report).
 Nothing here reads tensor data: a cache length comes from ``get_seq_length()`` when it returns a plain int,
 else from a key tensor's shape. No user code runs:
 modules are read through their dicts (``kinds.module_attr``), and ``get_seq_length`` is called only when
@@ -53,6 +54,7 @@ class PathSummary:
     attn_implementation: str | None = None
     compiled: str | None = None           # why the frame looks compiled, or None
     generating: bool = False              # generate() is on the stack
+    finished: bool = False                # the frame ended (a traceback's, post-mortem): grad/autocast unknown
 
 
 
@@ -86,6 +88,17 @@ def cache_length(cache) -> int | None:
 
 def _locals(frame) -> dict:
     return frame_locals(frame)
+
+
+def _running(frame) -> bool:
+    """True when ``frame`` still runs in some thread; False for a traceback's frame after the exception left
+    it (post-mortem, a crash report), whose grad and autocast state the thread's state no longer tells."""
+    for top in sys._current_frames().values():
+        while top is not None:
+            if top is frame:
+                return True
+            top = top.f_back
+    return False
 
 
 def _grad_state() -> tuple[bool | None, bool]:
@@ -160,7 +173,8 @@ def path_summary(stack, index: int | None = None, root=None) -> PathSummary:
     modules = [e.module for e in entries if e.module is not None]
     inner = next((m for m in reversed(modules) if not m.wrapper), modules[-1] if modules else None)
     labels, cache, length = _labels_and_cache(stack, modules)
-    grad, inference = _grad_state()
+    finished = not _running(stack[index][0])
+    grad, inference = (None, False) if finished else _grad_state()
     target = inner.module if inner is not None else user_root
     outer = modules[0].module if modules else None
     model_class = type(unwrap_model(target)[0]).__name__ if inner is None and target is not None else None
@@ -174,6 +188,6 @@ def path_summary(stack, index: int | None = None, root=None) -> PathSummary:
         compiled = "a torch.compile'd model (OptimizedModule)"
     return PathSummary(
         module=inner, model_class=model_class, training=_training(target), grad=grad,
-        inference_mode=inference, autocast=_autocast_state(), labels=labels, cache=cache,
+        inference_mode=inference, autocast=() if finished else _autocast_state(), labels=labels, cache=cache,
         cache_length=length, attn_implementation=_attn_implementation(target, outer, user_root),
-        compiled=compiled, generating=generating)
+        compiled=compiled, generating=generating, finished=finished)

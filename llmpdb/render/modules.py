@@ -140,6 +140,8 @@ def render_path_summary(summary: PathSummary, style: Style | None = None, root_n
         parts.append("inference_mode")
     elif summary.grad is not None:
         parts.append("grad" if summary.grad else "no_grad")
+    elif summary.finished:
+        parts.append("grad/autocast ? (the frame ended)")
     for device, dtype in summary.autocast:
         parts.append(f"autocast {device} {dtype}")
     if summary.generating:

@@ -87,6 +87,8 @@ def _footer(infos: Sequence[TensorInfo], stats: bool, namer: DimNamer | None, na
         if source:  # "from self.config (LlamaConfig), batch/seq from x", or with no config "; seq from x"
             source = f": {source}" if source.startswith(("batch/seq ", "seq ", "self (")) else f" from {source}"
         lines.append(f"dims{source}" + (f"; {', '.join(legend)}" if legend else ""))
+    elif namer is not None and (namer.source or "").startswith("config ?: "):  # two models' configs in sight
+        lines.append(f"no dims: {namer.source} (which one these tensors belong to is not known)")
     if stats:
         counted = [i for i in infos if i.stats is not None]
         clean = not any(i.stats.nan or i.stats.inf for i in counted)

@@ -10,12 +10,19 @@ from transcript import debug_transcript, outputs_of
 from llmpdb.inspect.watch_records import Sample, Watch, observe
 
 
-def raise_exit():
-    raise SystemExit(4)
+class Raiser:
+    """Reading an attribute raises (a property: a read, which a watch may do; a call it may not)."""
+
+    @property
+    def exit(self):
+        raise SystemExit(4)
+
+    @property
+    def interrupt(self):
+        raise KeyboardInterrupt
 
 
-def raise_interrupt():
-    raise KeyboardInterrupt
+RAISER = Raiser()
 
 
 def run_model(model):
@@ -58,20 +65,20 @@ def test_watch_nested_tensors_unchanged_across_stops_is_one_run():
 
 def test_watch_survives_what_the_expression_raises_and_changes_no_state():
     model = tiny_llama()
-    commands = ["c", "watch (z := 5)", "p 'z' in locals()", "watch raise_exit()", "watch raise_interrupt()",
+    commands = ["c", "watch (z := 5)", "p 'z' in locals()", "watch RAISER.exit", "watch RAISER.interrupt",
                 "watch no_such_name", "watch 1 +", "watch no_such_name", "c", "watch", "unwatch 2", "unwatch nope",
                 "unwatch all", "watch", "c"]
     chunks = outputs_of(debug_transcript(run_model, commands, model, width=120))
     assert chunks[0].startswith("watch 1: (z := 5) = 5")
     assert chunks[1] == "False"
-    assert chunks[2].startswith("watch 2: raise_exit() = SystemExit: 4 (recorded at every stop")
-    assert chunks[3].startswith("watch 3: raise_interrupt() = KeyboardInterrupt (recorded")
+    assert chunks[2].startswith("watch 2: RAISER.exit = SystemExit: 4 (recorded at every stop")
+    assert chunks[3].startswith("watch 3: RAISER.interrupt = KeyboardInterrupt (recorded")
     assert chunks[4].startswith("watch 4: no_such_name = NameError: name 'no_such_name' is not defined")
     assert chunks[5].startswith("*** watch: invalid expression '1 +'")
     assert chunks[6] == "*** watch: no_such_name is already watched (watch alone shows its history)"
     assert "-> return out, attention_mask" in chunks[7]  # the stop happened despite every watch raising
     assert "SystemExit: 4" in chunks[8] and "KeyboardInterrupt" in chunks[8]
-    assert chunks[9] == "unwatch: removed watch 2 (raise_exit())"
+    assert chunks[9] == "unwatch: removed watch 2 (RAISER.exit)"
     assert chunks[10].startswith("*** unwatch: no watch 'nope' (watched: 1: (z := 5), 3: ")
     assert chunks[11] == "unwatch: removed 3 watches"
     assert chunks[12] == "watch: nothing watched (watch EXPR to start)"
@@ -86,3 +93,31 @@ def test_watch_records_pure():
     assert observe(torch.zeros(2, 3, dtype=torch.bfloat16)).text == "(2, 3) bf16"
     assert observe(torch.zeros(2, 3).to_sparse()).text == "(2, 3) f32 sparse_coo"
     assert observe({"a": torch.zeros(1), "n": 3}).text == "{a: (1,) f32, n: 3}"
+
+
+def keeps_a_list(model):
+    pending = [10, 20, 30]
+    hidden = torch.zeros(2, 3, 4)
+    breakpoint()
+    breakpoint()
+    return pending
+
+
+def test_watch_refuses_calls_that_could_change_the_program():
+    """`watch pending.pop()` ran the pop at every stop: the program lost an item per stop."""
+    commands = ["c", "watch pending.pop()", "watch pending.append(1)", "watch sorted(pending)", "watch len(pending)",
+                "watch hidden.view(-1).float()", "watch hidden.sum(dim=0).shape", "watch pending[0].size()",
+                "c", "p pending", "c"]
+    out = debug_transcript(keeps_a_list, commands, None, width=200)
+    assert out.count("(llmpdb) ") == len(commands)  # every command ran, to the last c
+    chunks = outputs_of(out)
+    assert chunks[0].startswith("*** watch: refused 'pending.pop()': pending.pop(...) is a call: a watch runs "
+                                "at every stop")
+    assert chunks[1].startswith("*** watch: refused 'pending.append(1)'")
+    assert chunks[2].startswith("*** watch: refused 'sorted(pending)': sorted(...) is a call")
+    assert chunks[3].startswith("watch 1: len(pending) = 3 ")
+    assert chunks[4].startswith("watch 2: hidden.view(-1).float() = (24,) f32 ")
+    assert chunks[5].startswith("watch 3: hidden.sum(dim=0).shape = ")
+    assert chunks[6].startswith("watch 4: pending[0].size() = TypeError: size() is run by a watch only on a "
+                                "tensor, not on a int")
+    assert chunks[8] == "[10, 20, 30]"

@@ -6,7 +6,7 @@ import types
 
 import torch
 
-from llmpdb.inspect.config import find_config, locate_config, looks_like_config
+from llmpdb.inspect.config import config_candidates, find_config, locate_config, looks_like_config
 from llmpdb.inspect.dims import DimNamer, config_sizes, frame_batch_seq
 from tiny_models import plain_model, tiny_gpt2, tiny_llama, tiny_t5
 
@@ -126,3 +126,30 @@ def test_multimodal_text_config():
     config = types.SimpleNamespace(text_config=text, vision_config=types.SimpleNamespace(patch_size=14))
     assert looks_like_config(config)
     assert config_sizes(config) == {"hidden": 48, "heads": 6, "head_dim": 8, "vocab": 100}
+
+
+def test_two_different_configs_in_sight_name_both_and_use_neither(capsys):
+    """A Llama and a T5 model in one frame: the tensors could belong to either; dims by one config chosen
+    arbitrarily would be wrong for the other's tensors."""
+    import llmpdb
+
+    llama, t5 = tiny_llama(), tiny_t5()
+    here = {"model": llama, "t5": t5, "hidden": torch.zeros(1, 5, 64)}
+    assert locate_config(here) is None
+    assert config_candidates(here) == [(llama.config, "model.config"), (t5.config, "t5.config")]
+    namer = DimNamer.from_frame(here)
+    assert namer.source == "config ?: model.config (LlamaConfig) or t5.config (T5Config)"
+    assert namer.describe((1, 5, 64)) == ""  # 64 is Llama's hidden size, but nothing says hidden is Llama's
+    # the running module's own config, a `config` local, or two models of one config still answer
+    assert locate_config({"self": llama.model.layers[0].mlp, "t5": t5}) == (llama.config, "self.config")
+    assert locate_config({"config": t5.config, "model": llama}) == (t5.config, "config")
+    assert locate_config({"model": llama, "copy": tiny_llama()}) == (llama.config, "model.config")
+
+    def frame_with_both(model, t5, hidden):
+        llmpdb.shapes()
+
+    frame_with_both(llama, t5, torch.zeros(1, 5, 64))
+    out = capsys.readouterr().out.replace("\n  ", " ")  # a long footer line wraps with an indent
+    assert ("no dims: config ?: model.config (LlamaConfig) or t5.config (T5Config) (which one these tensors "
+            "belong to is not known)") in out
+    assert "hidden  (1, 5, 64)" in out and "hidden ·" not in out

@@ -126,3 +126,25 @@ def test_index_selects_the_frame_and_cache_length_never_reads_data():
     meta_key = torch.empty(1, 2, 9, 16, device="meta")
     assert cache_length(Refuses()) is None and cache_length(TensorLength()) is None
     assert cache_length(((meta_key, meta_key),)) == 9 and cache_length(()) is None
+
+
+def test_a_traceback_frame_that_ended_has_no_grad_mode_to_tell():
+    """Post-mortem (or a crash report) after a no_grad forward raised: grad mode is back on by then; the
+    header must not say `grad` for a frame that ran under no_grad."""
+    model = tiny_llama()
+    model.model.layers[1].mlp.down_proj.weight = torch.nn.Parameter(torch.randn(64, 100))
+    try:
+        with torch.no_grad():
+            model(torch.tensor([[1, 2, 3]]))
+    except RuntimeError as exc:
+        tb = exc.__traceback__
+    stack = []
+    while tb is not None:
+        stack.append((tb.tb_frame, tb.tb_lineno))
+        tb = tb.tb_next
+    assert torch.is_grad_enabled()
+    summary = path_summary(stack)
+    assert summary.finished and summary.grad is None and summary.autocast == ()
+    line = render_path_summary(summary)
+    assert line.startswith("path: eval, grad/autocast ? (the frame ended), no labels, cache DynamicCache len 3")
+    assert line.endswith("| model.layers.1.mlp.down_proj (Linear)")
