@@ -64,6 +64,7 @@ class CompletionContext:
     commands: Mapping[str, str] = field(default_factory=dict)
     namespace: Mapping[str, Any] = field(default_factory=dict)
     roots: Callable[[], list] = list
+    expressions: bool = True  # False: command names and options only (the attach client knows no frame)
 
 
 class _Unreachable(Exception):
@@ -294,6 +295,10 @@ def completions(text: str, context: CompletionContext) -> list[Candidate]:
 
 def _completions(text: str, context: CompletionContext) -> list[Candidate]:
     stripped = text.lstrip()
+    if not context.expressions:
+        first = stripped.split(" ", 1)[0]
+        return [Candidate(c, -len(first)) for c in sorted(context.commands)
+                if first and c.startswith(first)] if " " not in stripped else []
     if stripped.startswith("!"):
         return _expression(stripped[1:], context)
     first, space, rest = stripped.partition(" ")
