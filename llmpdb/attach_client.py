@@ -9,8 +9,8 @@ Usage::
 
 The job's log line names the exact command. On a terminal the prompt is llmpdb's console
 (``llmpdb.console``: prompt_toolkit, the history of the local prompt, TAB completion of command names);
-where it cannot run, readline with its history in ``~/.llmpdb_attach_history``; colours come from the server when this
-terminal has them. Ctrl-D detaches: the stop continues the program. After ``c`` the client stays attached
+where it cannot run, readline with its history in ``~/.llmpdb_attach_history``. Colours come from the
+server when this terminal has them. Ctrl-D detaches: the stop continues the program. After ``c`` the client stays attached
 and gets the program's next stop; while it runs, Ctrl-C stops it at its next line (as at a local prompt)
 and Ctrl-D detaches. Ctrl-C at the prompt clears the line. Exit status: 0 after a detach or the program's
 end, 1 when refused or unreachable, 2 for usage.

@@ -176,7 +176,8 @@ class Console:
         output = Vt100_Output.from_pty(stdout, term=os.environ.get("TERM"))
         output.enable_cpr = False  # no cursor-position queries: a terminal that does not answer costs nothing
         self.session = PromptSession(
-            input=create_input(self._own_input(stdin)), output=output, history=_open_history(), completer=_completer(self),
+            input=create_input(self._own_input(stdin)), output=output, history=_open_history(),
+            completer=_completer(self),
             complete_while_typing=False, multiline=True, key_bindings=_key_bindings(),
             prompt_continuation=lambda width, line, wrap: "...".ljust(width), enable_history_search=False,
             reserve_space_for_menu=6, style=Style.from_dict({"llmpdb-prompt": "fg:ansidefault"}))
