@@ -92,6 +92,7 @@ class WatchCommands:
         unwatch EXPR | N | all removes watches.
         Example: watch hidden_states"""
         from ..inspect.watch_records import Watch
+        from ..inspect.watch_expr import WatchRefused, compile_watch
         from ..render.watch import render_watches
         text = (arg or "").strip()
         if not text:
