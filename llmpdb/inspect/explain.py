@@ -32,8 +32,8 @@ from .frames import frame_locals
 from .kinds import MISSING, sequence_items
 from .operands import Operand, Operation, classify, module_operand, resolve_operand
 from .provenance import dotted, function_ast, static_value
-from .shape_ops import (Mismatch, broadcast_mismatch, cat_mismatch, linear_mismatch, matmul_mismatch,
-                        view_mismatch)
+from .layer_calls import layer_diagnosis, layer_kind
+from .shape_ops import Mismatch, broadcast_mismatch, cat_mismatch, matmul_mismatch, view_mismatch
 
 __all__ = ["Explanation", "explain_traceback", "explain_expression", "traceback_frames", "is_internal"]
 
@@ -169,7 +169,19 @@ def _view_target(op: Operation, frame) -> tuple[int, ...] | None:
     return tuple(values)
 
 
-def _diagnose(op: Operation, operands: list[Operand], frame, namer) -> tuple[str | None, str | None]:
+def _layer(op: Operation, operands: list[Operand], exc) -> tuple[str | None, str | None]:
+    """A called layer (or ``F.linear`` / ``F.embedding``), by its class: nothing for a class not known."""
+    kind = layer_kind(op.module) if op.kind == "module" else op.kind
+    if kind is None or len(operands) != 2:
+        return None, None
+    owner = operands[1].provenance.module_path if op.kind == "module" and operands[1].provenance else None
+    found, hint = layer_diagnosis(kind, op.module, owner, operands, exc)
+    return (_describe(found, operands) if isinstance(found, Mismatch) else found), hint
+
+
+def _diagnose(op: Operation, operands: list[Operand], frame, namer, exc) -> tuple[str | None, str | None]:
+    if op.kind in ("linear", "embedding", "module"):
+        return _layer(op, operands, exc)
     shapes = [o.shape for o in operands]
     known = [s for s in shapes if s is not None]
     if len(known) != len(shapes) or not shapes:
@@ -186,13 +198,6 @@ def _diagnose(op: Operation, operands: list[Operand], frame, namer) -> tuple[str
         new = _view_target(op, frame)
         found = view_mismatch(shapes[0], new) if new is not None else None
         return (f"{operands[0].text} {shapes[0]}: {found}" if found else None), None
-    elif op.kind in ("linear", "module") and len(shapes) == 2:
-        found = linear_mismatch(*shapes)
-        if isinstance(found, Mismatch):
-            owner = operands[1].provenance.module_path if op.kind == "module" and operands[1].provenance else None
-            where = f"{owner} ({operands[1].provenance.module_class}) expects" if owner else "the weight expects"
-            hint = f"{where} in_features {found.size_b}; the input's last dim is {found.size_a}"
-            return _describe(found, operands), hint
     if isinstance(found, str):
         return found, None
     if found is None:
@@ -207,7 +212,7 @@ def _namer(frame):
         return None
 
 
-def _explain_node(node: ast.AST, func, frame, lineno: int, base: dict) -> Explanation:
+def _explain_node(node: ast.AST, func, frame, lineno: int, base: dict, exc=None) -> Explanation:
     op = classify(node, frame)
     if op is None:
         op = Operation("value", "value", [node])
@@ -221,7 +226,7 @@ def _explain_node(node: ast.AST, func, frame, lineno: int, base: dict) -> Explan
         found = ", ".join(f"{o.text}: {o.kind}" for o in operands) or "no operands"
         return Explanation(**base, op=op.label, operands=tuple(operands),
                            problem=f"no tensor operand in {dotted(node)} (found {found})")
-    diagnosis, hint = _diagnose(op, operands, frame, namer)
+    diagnosis, hint = _diagnose(op, operands, frame, namer, exc)
     return Explanation(**base, op=op.label, operands=tuple(operands), diagnosis=diagnosis, hint=hint)
 
 
@@ -269,7 +274,7 @@ def explain_traceback(tb, exc: BaseException | None = None) -> Explanation:
         return Explanation(**base, problem=f"the failing code at {os.path.basename(code.co_filename)}:{lineno} is "
                                            "no call or operator: nothing to explain")
     base["expression"] = dotted(node)
-    return _explain_node(node, func, frame, lineno, base)
+    return _explain_node(node, func, frame, lineno, base, exc)
 
 
 def explain_expression(frame, text: str) -> Explanation:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from .frames import frame_locals
 from .kinds import MISSING, is_module, module_attr, sequence_items
+from .layer_calls import torch_callable
 from .provenance import Provenance, dotted, module_path, provenance, static_value
 from .safe import is_tensor, no_torch_function, short_dtype, type_name
 from .shape_ops import SAME_SHAPE, SHAPE_METHODS, apply_method, permute_of
@@ -49,7 +50,8 @@ class Operand:
 
 @dataclass
 class Operation:
-    """What the expression does: ``kind`` is matmul / elementwise / cat / view / linear / module / call."""
+    """What the expression does: ``kind`` is matmul / elementwise / cat / view / linear / embedding / module /
+    call."""
 
     kind: str
     label: str
@@ -100,13 +102,15 @@ def classify(node: ast.AST, frame) -> Operation | None:
     if is_module(callee):
         return Operation("module", f"{type_name(callee)} call", args[:1], module=callee, module_text=dotted(node.func))
     operands = ([method_on] if method_on is not None else []) + args
+    if callee is not MISSING and not torch_callable(callee):  # a user's function named matmul/add/linear
+        return Operation("call", dotted(node.func), operands)
+    if name in ("linear", "embedding") and callee is not MISSING:  # F.linear(x, w) / F.embedding(ids, w)
+        return Operation(name, name, operands[:2])
     if name in _MATMUL:
         return Operation("matmul", name, operands[:2])
     if name in _CAT and args and isinstance(args[0], (ast.List, ast.Tuple)):
         dim = _kw(node, "dim") or (node.args[1] if len(node.args) > 1 else None)
         return Operation("cat", name, list(args[0].elts), dim=dim)
-    if name == "linear":
-        return Operation("linear", name, operands[:2])
     if name in _ELEMENTWISE:
         return Operation("elementwise", name, operands)
     return Operation("call", dotted(node.func), operands)
