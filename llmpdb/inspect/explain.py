@@ -30,9 +30,11 @@ from dataclasses import dataclass
 from .dims import DimNamer
 from .frames import frame_locals
 from .kinds import MISSING, sequence_items
-from .operands import Operand, Operation, classify, module_operand, resolve_operand
+from .operands import Operand, Operation, classify, index_keys, module_operand, resolve_operand
 from .provenance import dotted, function_ast, static_value
+from .safe import is_tensor
 from .layer_calls import layer_diagnosis, layer_kind
+from .lookups import lookup_diagnosis
 from .shape_ops import Mismatch, broadcast_mismatch, cat_mismatch, matmul_mismatch, view_mismatch
 
 __all__ = ["Explanation", "explain_traceback", "explain_expression", "traceback_frames", "is_internal"]
@@ -56,6 +58,7 @@ class Explanation:
     hint: str | None = None
     notes: tuple[str, ...] = ()
     problem: str | None = None
+    label: str = "mismatch"            # what the diagnosis line is called: "lookup" for a failed subscript
 
     @property
     def location(self) -> str:
@@ -109,15 +112,22 @@ def _encloses(node: ast.AST, pos) -> bool:
 
 
 def _failing_node(func: ast.AST, pos) -> ast.AST | None:
-    """The Call/BinOp at exactly ``pos``, else the smallest Call/BinOp enclosing it."""
-    best = None
+    """The expression whose span is exactly ``pos`` (a Call or an operator before a subscript before any
+    other), else the smallest Call/BinOp enclosing it."""
+    exact, best = [], None
     for node in ast.walk(func):
-        if isinstance(node, (ast.Call, ast.BinOp)) and _encloses(node, pos):
-            if _span(node) == tuple(pos):
-                return node
+        if not isinstance(node, ast.expr) or not _encloses(node, pos):
+            continue
+        if _span(node) == tuple(pos):
+            exact.append(node)
+        elif isinstance(node, (ast.Call, ast.BinOp)):
             size = (node.end_lineno - node.lineno, node.end_col_offset - node.col_offset)
             if best is None or size < best[0]:
                 best = (size, node)
+    for kinds in ((ast.Call, ast.BinOp), (ast.Subscript,), (ast.expr,)):
+        found = [n for n in exact if isinstance(n, kinds)]
+        if found:
+            return found[0]
     return best[1] if best else None
 
 
@@ -230,6 +240,17 @@ def _explain_node(node: ast.AST, func, frame, lineno: int, base: dict, exc=None)
     return Explanation(**base, op=op.label, operands=tuple(operands), diagnosis=diagnosis, hint=hint)
 
 
+def _explain_lookup(node: ast.Subscript, func, frame, lineno: int, base: dict) -> Explanation:
+    """A subscript that raised (``d["missing"]``, ``x[0, 5]``): the container and why the key is not in it."""
+    local_map, global_map = frame_locals(frame), frame.f_globals
+    operand = resolve_operand(node.value, frame, func, before=lineno, namer=_namer(frame))
+    container = static_value(node.value, local_map, global_map)
+    key = index_keys(node.slice, local_map, global_map) if is_tensor(container) else \
+        static_value(node.slice, local_map, global_map)
+    found = lookup_diagnosis(container, operand.text, MISSING if key is None and is_tensor(container) else key)
+    return Explanation(**base, op="subscript", operands=(operand,), diagnosis=found, label="lookup")
+
+
 def _exception_line(exc) -> str | None:
     if exc is None:
         return None
@@ -274,6 +295,11 @@ def explain_traceback(tb, exc: BaseException | None = None) -> Explanation:
         return Explanation(**base, problem=f"the failing code at {os.path.basename(code.co_filename)}:{lineno} is "
                                            "no call or operator: nothing to explain")
     base["expression"] = dotted(node)
+    if isinstance(node, ast.Subscript):
+        return _explain_lookup(node, func, frame, lineno, base)
+    if not isinstance(node, (ast.Call, ast.BinOp)):
+        return Explanation(**base, problem=f"the failing code is {dotted(node)} ({type(node).__name__.lower()}), "
+                                           "no operation on tensors: nothing to explain")
     return _explain_node(node, func, frame, lineno, base, exc)
 
 

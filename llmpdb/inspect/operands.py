@@ -26,7 +26,7 @@ from .provenance import Provenance, dotted, module_path, provenance, static_valu
 from .safe import is_tensor, no_torch_function, short_dtype, type_name
 from .shape_ops import SAME_SHAPE, SHAPE_METHODS, apply_method, permute_of
 
-__all__ = ["Operand", "Operation", "classify", "resolve_operand", "module_operand"]
+__all__ = ["Operand", "Operation", "classify", "resolve_operand", "module_operand", "index_keys"]
 
 _MATMUL = {"matmul", "bmm", "mm", "mv"}
 _CAT = {"cat", "concat", "concatenate", "stack", "hstack", "vstack"}
@@ -134,7 +134,7 @@ def _kind(value) -> str:
     return type_name(value)
 
 
-def _index_keys(node: ast.AST, local_map, global_map) -> tuple | None:
+def index_keys(node: ast.AST, local_map, global_map) -> tuple | None:
     """``x[0, :2, None, ...]``'s keys as ints, slices, None and Ellipsis; None for anything else."""
     parts = node.elts if isinstance(node, ast.Tuple) else [node]
     keys = []
@@ -173,8 +173,8 @@ def _walk_chain(node: ast.AST, frame):
                     args.append(static_value(arg, local_map, global_map))
             chain.append((node.func.attr, tuple(args)))
             node = node.func.value
-        elif isinstance(node, ast.Subscript) and _index_keys(node.slice, local_map, global_map) is not None:
-            chain.append(("[]", _index_keys(node.slice, local_map, global_map)))
+        elif isinstance(node, ast.Subscript) and index_keys(node.slice, local_map, global_map) is not None:
+            chain.append(("[]", index_keys(node.slice, local_map, global_map)))
             node = node.value
         elif isinstance(node, ast.Attribute) and node.attr in ("T", "mT"):
             chain.append((node.attr, ()))

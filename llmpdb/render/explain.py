@@ -82,7 +82,9 @@ def render_explanation(report: Explanation, *, width: int = 100, style: Style | 
     for operand in report.operands:
         lines.extend(_operand_lines(operand, text_width, width, style))
     if report.diagnosis:
-        lines.extend(_wrapped("  mismatch: ", report.diagnosis, width, style.warn))
+        lines.extend(_wrapped(f"  {report.label}: ", report.diagnosis, width, style.warn))
+    elif report.label != "mismatch":
+        lines.append(f"  {report.label}: ? (the key or the container is not read)")
     elif any(o.shape is None for o in report.operands):
         lines.append("  mismatch: ? (an operand's shape is not known)")
     elif report.op and report.exception:
