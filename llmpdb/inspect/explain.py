@@ -25,7 +25,7 @@ import itertools
 import os
 import sys
 import sysconfig
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .dims import DimNamer
 from .frames import frame_locals
@@ -59,6 +59,7 @@ class Explanation:
     notes: tuple[str, ...] = ()
     problem: str | None = None
     label: str = "mismatch"            # what the diagnosis line is called: "lookup" for a failed subscript
+    chained: str | None = None         # "explaining the cause: RuntimeError: ..." (``raise ... from e``)
 
     @property
     def location(self) -> str:
@@ -259,8 +260,44 @@ def _exception_line(exc) -> str | None:
     return f"{type(exc).__name__}: {first[:300]}" if first else type(exc).__name__
 
 
+_EXC = {name: BaseException.__dict__[name] for name in ("__cause__", "__context__", "__suppress_context__",
+                                                          "__traceback__")}  # a subclass's property cannot answer
+
+
+def _causes(exc: BaseException):
+    """(how, exception) down the chain: ``raise ... from e``'s cause, else the exception being handled."""
+    seen = {id(exc)}
+    for _ in range(8):
+        cause = _EXC["__cause__"].__get__(exc)
+        how = "explaining the cause"
+        if cause is None and not _EXC["__suppress_context__"].__get__(exc):
+            cause, how = _EXC["__context__"].__get__(exc), "explaining the exception it was raised while handling"
+        if cause is None or id(cause) in seen:
+            return
+        seen.add(id(cause))
+        yield how, cause
+        exc = cause
+
+
 def explain_traceback(tb, exc: BaseException | None = None) -> Explanation:
-    """Usage: ``explain_traceback(exc.__traceback__, exc)``; see the module docstring."""
+    """Usage: ``explain_traceback(exc.__traceback__, exc)``; see the module docstring. When ``exc`` has
+    nothing to explain and an exception down its chain (``raise ... from e``, or one raised while handling
+    another) has a mismatch (or at least an operation on tensors), that one is explained, and ``chained``
+    says so."""
+    top = _explain_one(tb, exc)
+    if top.diagnosis or exc is None:
+        return top
+    for how, cause in _causes(exc):
+        cause_tb = _EXC["__traceback__"].__get__(cause)
+        if cause_tb is None:
+            continue
+        found = _explain_one(cause_tb, cause)
+        if found.diagnosis or (top.problem and not found.problem):
+            return replace(found, exception=top.exception, chained=f"{how}: {_exception_line(cause)}")
+    return top
+
+
+def _explain_one(tb, exc: BaseException | None) -> Explanation:
     frames = traceback_frames(tb)
     if not frames:
         raise ValueError("an empty traceback")

@@ -66,6 +66,8 @@ def render_explanation(report: Explanation, *, width: int = 100, style: Style | 
     lines = []
     if report.exception:
         lines.append(style.bad(report.exception))  # whole: it is the error the user is reading about
+    if report.chained:
+        lines.append(style.bad(report.chained))
     if report.expression or report.op:
         head = f"{report.op}: {report.expression}" if report.op else report.expression
         where = f"at {report.location}"
