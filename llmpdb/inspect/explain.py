@@ -73,9 +73,11 @@ def _torch_dir() -> str | None:
 
 
 def is_internal(filename: str) -> bool:
-    """Usage: ``is_internal(frame.f_code.co_filename)``; True for torch, the standard library, llmpdb."""
+    """Usage: ``is_internal(frame.f_code.co_filename)``; True for torch, the standard library (frozen
+    modules included), llmpdb. Code made by ``exec``/``compile`` (``<string>``, a notebook cell) is not:
+    it is the user's, explained from ``linecache`` or said to have no source."""
     if filename.startswith("<"):
-        return True
+        return filename.startswith("<frozen ")
     path = os.path.abspath(filename)
     torch_dir = _torch_dir()
     if (torch_dir and path.startswith(torch_dir)) or path.startswith(_LLMPDB_DIR):
@@ -321,6 +323,9 @@ def _explain_one(tb, exc: BaseException | None) -> Explanation:
     base = dict(expression="", filename=code.co_filename, lineno=lineno, function=code.co_name,
                 exception=_exception_line(exc), notes=tuple(notes))
     found = function_ast(code, lineno)
+    if found is None and code.co_filename.startswith("<"):
+        return Explanation(**base, problem=f"no source for {code.co_filename}:{lineno} ({code.co_name}): code made "
+                                           "by exec/compile keeps none")
     if found is None:
         return Explanation(**base, problem=f"no source for {code.co_filename}:{lineno}: cannot parse the failing line")
     func = found[1]
