@@ -15,8 +15,6 @@ from __future__ import annotations
 import sys
 import types
 
-from ..inspect.explain import explain_expression, explain_traceback
-from ..render.explain import render_explanation
 from ._command import CommandError, command
 
 __all__ = ["ExplainCommands"]
@@ -70,6 +68,9 @@ class ExplainCommands:
         expression, read without running it (names, attributes as stored, constant subscripts, tensor
         methods such as .transpose/.view). Nothing of the program runs.
         Example: explain query_states @ key_states.transpose(2, 3)"""
+        from ..inspect.explain import explain_expression, explain_traceback  # lazy: start-up speed
+        from ..render.explain import render_explanation
+
         text = (arg or "").strip()
         frame = self.current_frame()
         if text:
