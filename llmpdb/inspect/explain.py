@@ -33,6 +33,7 @@ from .kinds import MISSING, sequence_items
 from .operands import Operand, Operation, classify, index_keys, module_operand, resolve_operand
 from .provenance import dotted, function_ast, static_value
 from .safe import is_tensor
+from .contraction_ops import einsum_mismatch, sdpa_mismatch
 from .layer_calls import layer_diagnosis, layer_kind
 from .lookups import lookup_diagnosis
 from .shape_ops import Mismatch, broadcast_mismatch, cat_mismatch, matmul_mismatch, view_mismatch
@@ -139,10 +140,10 @@ def _label(operand: Operand, dim: int, size: int) -> str:
     return f"{size} {name}" if name and name not in ("?", "1") else f"{size}"
 
 
-def _describe(m: Mismatch, operands: list[Operand]) -> str:
+def _describe(m: Mismatch, operands: list[Operand], named: bool = False) -> str:
     a, b = operands[m.a], operands[m.b]
     la, lb = _label(a, m.dim_a, m.size_a), _label(b, m.dim_b, m.size_b)
-    if m.dim_a == m.dim_b and len(a.shape) == len(b.shape):
+    if not named and len(operands) == 2 and m.dim_a == m.dim_b and len(a.shape) == len(b.shape):
         return f"dim {m.dim_a}: {la} vs {lb} ({m.rule})"
     return f"{a.text} dim {m.dim_a} ({la}) vs {b.text} dim {m.dim_b} ({lb}) ({m.rule})"
 
@@ -195,6 +196,8 @@ def _layer(op: Operation, operands: list[Operand], exc) -> tuple[str | None, str
 def _diagnose(op: Operation, operands: list[Operand], frame, namer, exc) -> tuple[str | None, str | None]:
     if op.kind in ("linear", "embedding", "module"):
         return _layer(op, operands, exc)
+    if op.kind == "sdpa" and len(operands) == 4 and operands[3].kind == "NoneType":
+        operands = operands[:3]  # attn_mask=mask where mask is None: no mask
     shapes = [o.shape for o in operands]
     known = [s for s in shapes if s is not None]
     if len(known) != len(shapes) or not shapes:
@@ -207,6 +210,12 @@ def _diagnose(op: Operation, operands: list[Operand], frame, namer, exc) -> tupl
     elif op.kind == "cat":
         dim = static_value(op.dim, frame_locals(frame), frame.f_globals) if op.dim is not None else 0
         found = cat_mismatch(shapes, dim) if type(dim) is int else None
+    elif op.kind == "sdpa" and len(shapes) >= 3:
+        gqa = op.dim is not None and static_value(op.dim, frame_locals(frame), frame.f_globals) is True
+        found = sdpa_mismatch(*shapes[:3], shapes[3] if len(shapes) > 3 else None, gqa=gqa)
+    elif op.kind == "einsum":
+        equation = static_value(op.dim, frame_locals(frame), frame.f_globals)
+        found = einsum_mismatch(equation, shapes, [o.text for o in operands]) if type(equation) is str else None
     elif op.kind == "view":
         new = _view_target(op, frame)
         found = view_mismatch(shapes[0], new) if new is not None else None
@@ -215,7 +224,8 @@ def _diagnose(op: Operation, operands: list[Operand], frame, namer, exc) -> tupl
         return found, None
     if found is None:
         return None, None
-    return _describe(found, operands), (_GQA_HINT if _gqa(found, operands, namer) else None)
+    named = op.kind in ("sdpa", "einsum")  # operands are told apart by name, not by a shared dim
+    return _describe(found, operands, named), (_GQA_HINT if _gqa(found, operands, namer) else None)
 
 
 def _namer(frame):

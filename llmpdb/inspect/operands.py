@@ -50,13 +50,13 @@ class Operand:
 
 @dataclass
 class Operation:
-    """What the expression does: ``kind`` is matmul / elementwise / cat / view / linear / embedding / module /
-    call."""
+    """What the expression does: ``kind`` is matmul / elementwise / cat / view / linear / embedding / sdpa /
+    einsum / module / call."""
 
     kind: str
     label: str
     operands: list[ast.AST]
-    dim: object = None                 # cat: the dim; view: the new shape node(s)
+    dim: object = None                 # cat: the dim; sdpa: the enable_gqa node; einsum: the equation
     shape_args: list[ast.AST] = field(default_factory=list)
     module: object = None              # module: the nn.Module called (self.fc2)
     module_text: str = ""
@@ -83,6 +83,18 @@ def _is_receiver(node: ast.AST, frame) -> bool:
     return not issubclass(type(value), types.ModuleType) and not is_module(value)
 
 
+def _sdpa(call: ast.Call) -> Operation:
+    """``F.scaled_dot_product_attention(q, k, v, attn_mask=m, enable_gqa=...)``: q, k, v and the mask."""
+    nodes = [_kw(call, kw) or (call.args[i] if i < len(call.args) else None)
+             for i, kw in enumerate(("query", "key", "value", "attn_mask"))]
+    if any(n is None or isinstance(n, ast.Starred) for n in nodes[:3]):
+        return Operation("call", dotted(call.func), [n for n in nodes if n is not None])
+    mask = nodes[3]
+    no_mask = mask is None or (isinstance(mask, ast.Constant) and mask.value is None) or isinstance(mask, ast.Starred)
+    return Operation("sdpa", "scaled_dot_product_attention", nodes[:3] + ([] if no_mask else [mask]),
+                     dim=_kw(call, "enable_gqa"))
+
+
 def classify(node: ast.AST, frame) -> Operation | None:
     """Usage: ``classify(ast_node, frame)``; None for an expression that is no operation (a bare name)."""
     if isinstance(node, ast.BinOp):
@@ -106,6 +118,10 @@ def classify(node: ast.AST, frame) -> Operation | None:
         return Operation("call", dotted(node.func), operands)
     if name in ("linear", "embedding") and callee is not MISSING:  # F.linear(x, w) / F.embedding(ids, w)
         return Operation(name, name, operands[:2])
+    if name == "scaled_dot_product_attention" and callee is not MISSING:
+        return _sdpa(node)
+    if name == "einsum" and callee is not MISSING and node.args and not any(isinstance(a, ast.Starred) for a in node.args):
+        return Operation("einsum", "einsum", list(node.args[1:]), dim=node.args[0])
     if name in _MATMUL:
         return Operation("matmul", name, operands[:2])
     if name in _CAT and args and isinstance(args[0], (ast.List, ast.Tuple)):
