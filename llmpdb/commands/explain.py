@@ -63,8 +63,10 @@ class ExplainCommands:
         Explain a shape error: the failing expression of the exception in sight (post-mortem, a catch
         stop, or a stop inside an except block), each operand with its shape, dimension names and the
         module whose output it is (path from the root model, class, then the tensor methods applied:
-        → view → transpose), and the mismatch (matmul, broadcasting ops, cat, view/reshape, linear).
-        Heads against kv heads says GQA was not expanded. With EXPR (any stop): the same for an
+        → view → transpose), and the mismatch (matmul, broadcasting ops, cat, view/reshape, Linear,
+        Conv1D, an Embedding's IndexError, scaled_dot_product_attention, einsum, a failed subscript).
+        Heads against kv heads says GQA was not expanded. A chained cause (raise ... from e) is
+        explained when the top exception has nothing to explain. With EXPR (any stop): the same for an
         expression, read without running it (names, attributes as stored, constant subscripts, tensor
         methods such as .transpose/.view). Nothing of the program runs.
         Example: explain query_states @ key_states.transpose(2, 3)"""

@@ -14,7 +14,9 @@ its ``^^^^`` carets from) in the function's source parsed with ``ast``; frames o
 library and llmpdb are skipped (a ``Linear`` mismatch is explained at the user's ``self.fc2(h)``, with a
 note where torch raised). Operands are read as stored (``inspect.operands``), their producers found by
 walking the function's assignments backwards (``inspect.provenance``), and the mismatch computed for
-matmul, broadcasting ops, cat, view/reshape and linear layers (``inspect.shape_ops``). Dimension names come
+matmul, broadcasting ops, cat, view/reshape (``inspect.shape_ops``), layers told by their class
+(``inspect.layer_calls``), attention and einsum (``inspect.contraction_ops``) and failed subscripts
+(``inspect.lookups``); an exception with nothing to explain has its chain followed (``raise ... from e``). Dimension names come
 from ``DimNamer`` (``?`` where unsure); heads against kv heads says GQA was not expanded.
 """
 
