@@ -126,11 +126,11 @@ def _failing_node(func: ast.AST, pos) -> ast.AST | None:
             continue
         if _span(node) == tuple(pos):
             exact.append(node)
-        elif isinstance(node, (ast.Call, ast.BinOp)):
+        elif isinstance(node, (ast.Call, ast.BinOp, ast.Compare)):
             size = (node.end_lineno - node.lineno, node.end_col_offset - node.col_offset)
             if best is None or size < best[0]:
                 best = (size, node)
-    for kinds in ((ast.Call, ast.BinOp), (ast.Subscript,), (ast.expr,)):
+    for kinds in ((ast.Call, ast.BinOp, ast.Compare), (ast.Subscript,), (ast.expr,)):
         found = [n for n in exact if isinstance(n, kinds)]
         if found:
             return found[0]
@@ -351,9 +351,9 @@ def _explain_one(tb, exc: BaseException | None) -> Explanation:
     base["expression"] = dotted(node)
     if isinstance(node, ast.Subscript):
         return _explain_lookup(node, func, frame, lineno, base)
-    if not isinstance(node, (ast.Call, ast.BinOp)):
-        return Explanation(**base, problem=f"the failing code is {dotted(node)} ({type(node).__name__.lower()}), "
-                                           "no operation on tensors: nothing to explain")
+    if not isinstance(node, (ast.Call, ast.BinOp, ast.Compare)):
+        return Explanation(**base, problem=f"the failing code is {dotted(node)} ({type(node).__name__.lower()}): "
+                                           "no shape operation to explain")
     return _explain_node(node, func, frame, lineno, base, exc)
 
 

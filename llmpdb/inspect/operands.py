@@ -34,6 +34,7 @@ _ELEMENTWISE = {"add", "sub", "mul", "div", "where", "maximum", "minimum", "eq",
                 "true_divide", "pow", "logical_and", "logical_or", "addcmul"}
 _BINOP_NAMES = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
                 ast.Pow: "**", ast.BitAnd: "&", ast.BitOr: "|"}
+_COMPARE_NAMES = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,9 @@ def classify(node: ast.AST, frame) -> Operation | None:
         if isinstance(node.op, ast.MatMult):
             return Operation("matmul", "matmul (@)", [node.left, node.right])
         return Operation("elementwise", f"elementwise {_BINOP_NAMES.get(type(node.op), '?')}", [node.left, node.right])
+    if isinstance(node, ast.Compare) and len(node.comparators) == 1:
+        op = _COMPARE_NAMES.get(type(node.ops[0]))
+        return Operation("elementwise", f"elementwise {op}", [node.left, node.comparators[0]]) if op else None
     if not isinstance(node, ast.Call):
         return None
     name = _name_of(node.func)

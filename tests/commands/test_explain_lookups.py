@@ -1,6 +1,6 @@
 """`explain` explains the operation that raised, found by its exact code position: a KeyError in
 ``batch["input_id"] + 1`` is the lookup (its keys, a close match), not the ``+``, also inside a GPT-2 output; an
-IndexError in ``x[0, 5] * 2`` names the dim and its size; an AttributeError is said to be no tensor op."""
+IndexError in ``x[0, 5] * 2`` names the dim and its size; an AttributeError is said to be no shape operation; a comparison is a broadcast."""
 
 from __future__ import annotations
 
@@ -71,5 +71,14 @@ def attribute_then_add(x):
 def test_attribute_error_is_no_tensor_operation():
     lines = explained(attribute_then_add, torch.zeros(2)).splitlines()
     assert lines[0].startswith("AttributeError: ")
-    assert lines[-1] == ("  the failing code is x.no_such_thing (attribute), no operation on tensors: "
-                         "nothing to explain")
+    assert lines[-1] == "  the failing code is x.no_such_thing (attribute): no shape operation to explain"
+
+
+def mask_compare(scores, lengths):
+    return scores < lengths
+
+
+def test_a_comparison_is_explained_as_a_broadcast():
+    lines = explained(mask_compare, torch.zeros(2, 7), torch.zeros(3)).splitlines()
+    assert lines[1].startswith("elementwise <: scores < lengths   at ")
+    assert lines[-1] == "  mismatch: scores dim 1 (7) vs lengths dim 0 (3) (broadcast (aligned from the right))"
