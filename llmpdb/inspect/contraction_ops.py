@@ -69,6 +69,7 @@ def einsum_mismatch(equation: str, shapes: list[tuple[int, ...]], names: list[st
     if len(terms) != len(shapes):
         return f"'{equation}' names {len(terms)} operand(s), {len(shapes)} given"
     seen: dict[str, tuple[int, int, int]] = {}
+    spans: list[tuple[int, int]] = []  # (operand, first dim) of each operand's "..." dims
     for i, (term, shape) in enumerate(zip(terms, shapes)):
         letters = term.replace("...", "")
         if "..." not in term and len(letters) != len(shape) or len(letters) > len(shape):
@@ -77,6 +78,8 @@ def einsum_mismatch(equation: str, shapes: list[tuple[int, ...]], names: list[st
         at = term.find("...")
         dims = list(range(len(letters))) if at < 0 else \
             list(range(at)) + list(range(len(shape) - (len(letters) - at), len(shape)))
+        if at >= 0:
+            spans.append((i, at))
         for letter, dim in zip(letters, dims):
             size = shape[dim]
             if letter not in seen or seen[letter][2] == 1:
@@ -85,4 +88,19 @@ def einsum_mismatch(equation: str, shapes: list[tuple[int, ...]], names: list[st
             j, other_dim, other = seen[letter]
             if size not in (other, 1):
                 return Mismatch(j, other_dim, i, dim, other, size, f"both are '{letter}' in '{equation}'")
-    return None
+    return _ellipsis_mismatch(equation, terms, shapes, spans)
+
+
+def _ellipsis_mismatch(equation, terms, shapes, spans) -> Mismatch | None:
+    """The "..." dims of the operands broadcast together (aligned from the right)."""
+    parts = []
+    for i, at in spans:
+        count = len(shapes[i]) - len(terms[i].replace("...", ""))
+        parts.append((i, at, shapes[i][at:at + count]))
+    if len(parts) < 2:
+        return None
+    m = broadcast_mismatch([p[2] for p in parts])
+    if m is None:
+        return None
+    (ia, at_a, _), (ib, at_b, _) = parts[m.a], parts[m.b]
+    return Mismatch(ia, at_a + m.dim_a, ib, at_b + m.dim_b, m.size_a, m.size_b, f"the '...' dims of '{equation}' broadcast")
