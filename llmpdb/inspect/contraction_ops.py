@@ -60,7 +60,8 @@ def _terms(equation: str) -> list[str] | None:
     return terms if ok else None
 
 
-def einsum_mismatch(equation: str, shapes: list[tuple[int, ...]], names: list[str] | None = None) -> Mismatch | str | None:
+def einsum_mismatch(equation: str, shapes: list[tuple[int, ...]],
+                    names: list[str] | None = None) -> Mismatch | str | None:
     """Usage: ``einsum_mismatch("bij,bjk->bik", [a_shape, b_shape], ["a", "b"])``; the first subscript whose
     sizes disagree between two operands (a Mismatch), a message when the equation does not fit them."""
     terms = _terms(equation)
@@ -103,4 +104,5 @@ def _ellipsis_mismatch(equation, terms, shapes, spans) -> Mismatch | None:
     if m is None:
         return None
     (ia, at_a, _), (ib, at_b, _) = parts[m.a], parts[m.b]
-    return Mismatch(ia, at_a + m.dim_a, ib, at_b + m.dim_b, m.size_a, m.size_b, f"the '...' dims of '{equation}' broadcast")
+    rule = f"the '...' dims of '{equation}' broadcast"
+    return Mismatch(ia, at_a + m.dim_a, ib, at_b + m.dim_b, m.size_a, m.size_b, rule)

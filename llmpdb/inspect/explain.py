@@ -16,7 +16,8 @@ note where torch raised). Operands are read as stored (``inspect.operands``), th
 walking the function's assignments backwards (``inspect.provenance``), and the mismatch computed for
 matmul, broadcasting ops, cat, view/reshape (``inspect.shape_ops``), layers told by their class
 (``inspect.layer_calls``), attention and einsum (``inspect.contraction_ops``) and failed subscripts
-(``inspect.lookups``); an exception with nothing to explain has its chain followed (``raise ... from e``). Dimension names come
+(``inspect.lookups``); an exception with nothing to explain has its chain followed (``raise ... from e``).
+Dimension names come
 from ``DimNamer`` (``?`` where unsure); heads against kv heads says GQA was not expanded.
 """
 

@@ -82,7 +82,8 @@ def _linear(module, where: str, x: tuple[int, ...], weight) -> tuple[Mismatch | 
 def _conv1d(where: str, x: tuple[int, ...], weight) -> tuple[Mismatch | None, str | None]:
     if weight is None or len(weight) != 2 or not x or x[-1] == weight[0]:
         return None, None
-    return (Mismatch(0, len(x) - 1, 1, 0, x[-1], weight[0], "input's last dim vs the weight's rows (Conv1D: x @ weight)"),
+    rule = "input's last dim vs the weight's rows (Conv1D: x @ weight)"
+    return (Mismatch(0, len(x) - 1, 1, 0, x[-1], weight[0], rule),
             f"{where} expects {weight[0]} input features (Conv1D weight is (in, out)); the input's last dim is {x[-1]}")
 
 

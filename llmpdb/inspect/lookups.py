@@ -57,7 +57,8 @@ def _dict_key(container, text: str, key) -> str | None:
     if held:
         return None
     shown = [k for k in keys if type(k) in (str, int)]
-    listed = ", ".join(repr(k) for k in shown[:_SHOWN]) + (", …" if len(keys) > _SHOWN or len(shown) < len(keys) else "")
+    more = len(keys) > _SHOWN or len(shown) < len(keys)
+    listed = ", ".join(repr(k) for k in shown[:_SHOWN]) + (", …" if more else "")
     count = f"{len(keys)} key{'s' if len(keys) != 1 else ''}"
     text = f"{key!r} is not a key of {text} ({count}{': ' + listed if listed else ''})"
     if type(key) is str:

@@ -124,7 +124,8 @@ def classify(node: ast.AST, frame) -> Operation | None:
         return Operation(name, name, operands[:2])
     if name == "scaled_dot_product_attention" and callee is not MISSING:
         return _sdpa(node)
-    if name == "einsum" and callee is not MISSING and node.args and not any(isinstance(a, ast.Starred) for a in node.args):
+    starred = any(isinstance(a, ast.Starred) for a in node.args)
+    if name == "einsum" and callee is not MISSING and node.args and not starred:
         return Operation("einsum", "einsum", list(node.args[1:]), dim=node.args[0])
     if name in _MATMUL:
         return Operation("matmul", name, operands[:2])

@@ -57,7 +57,8 @@ def test_sdpa_enable_gqa_allows_heads_that_divide():
         "explain F.scaled_dot_product_attention(q, k, v)", "c"], z(1, 4, 7, 16), z(1, 2, 7, 16), z(1, 2, 7, 16),
         width=200))
     assert "mismatch" not in out[0]
-    assert out[1].splitlines()[-1] == "  mismatch: q dim 1 (4) vs k dim 1 (2) (query and key batch/heads dims broadcast)"
+    assert out[1].splitlines()[-1] == ("  mismatch: q dim 1 (4) vs k dim 1 (2) (query and key batch/heads dims "
+                                       "broadcast)")
 
 
 def test_einsum_subscript_and_rank_mismatches():

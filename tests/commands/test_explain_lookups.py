@@ -1,6 +1,7 @@
 """`explain` explains the operation that raised, found by its exact code position: a KeyError in
-``batch["input_id"] + 1`` is the lookup (its keys, a close match), not the ``+``, also inside a GPT-2 output; an
-IndexError in ``x[0, 5] * 2`` names the dim and its size; an AttributeError is said to be no shape operation; a comparison is a broadcast."""
+``batch["input_id"] + 1`` is the lookup (its keys, a close match), not the ``+``, also inside a GPT-2
+output; an IndexError in ``x[0, 5] * 2`` names the dim and its size; an AttributeError is said to be no
+shape operation; a comparison is a broadcast."""
 
 from __future__ import annotations
 
