@@ -15,8 +15,6 @@ from __future__ import annotations
 import sys
 import types
 
-from ..inspect.explain import explain_expression, explain_traceback
-from ..render.explain import render_explanation
 from ._command import CommandError, command
 
 __all__ = ["ExplainCommands"]
@@ -65,11 +63,16 @@ class ExplainCommands:
         Explain a shape error: the failing expression of the exception in sight (post-mortem, a catch
         stop, or a stop inside an except block), each operand with its shape, dimension names and the
         module whose output it is (path from the root model, class, then the tensor methods applied:
-        → view → transpose), and the mismatch (matmul, broadcasting ops, cat, view/reshape, linear).
-        Heads against kv heads says GQA was not expanded. With EXPR (any stop): the same for an
+        → view → transpose), and the mismatch (matmul, broadcasting ops, cat, view/reshape, Linear,
+        Conv1D, an Embedding's IndexError, scaled_dot_product_attention, einsum, a failed subscript).
+        Heads against kv heads says GQA was not expanded. A chained cause (raise ... from e) is
+        explained when the top exception has nothing to explain. With EXPR (any stop): the same for an
         expression, read without running it (names, attributes as stored, constant subscripts, tensor
         methods such as .transpose/.view). Nothing of the program runs.
         Example: explain query_states @ key_states.transpose(2, 3)"""
+        from ..inspect.explain import explain_expression, explain_traceback  # lazy: start-up speed
+        from ..render.explain import render_explanation
+
         text = (arg or "").strip()
         frame = self.current_frame()
         if text:

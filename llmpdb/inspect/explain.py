@@ -14,7 +14,10 @@ its ``^^^^`` carets from) in the function's source parsed with ``ast``; frames o
 library and llmpdb are skipped (a ``Linear`` mismatch is explained at the user's ``self.fc2(h)``, with a
 note where torch raised). Operands are read as stored (``inspect.operands``), their producers found by
 walking the function's assignments backwards (``inspect.provenance``), and the mismatch computed for
-matmul, broadcasting ops, cat, view/reshape and linear layers (``inspect.shape_ops``). Dimension names come
+matmul, broadcasting ops, cat, view/reshape (``inspect.shape_ops``), layers told by their class
+(``inspect.layer_calls``), attention and einsum (``inspect.contraction_ops``) and failed subscripts
+(``inspect.lookups``); an exception with nothing to explain has its chain followed (``raise ... from e``).
+Dimension names come
 from ``DimNamer`` (``?`` where unsure); heads against kv heads says GQA was not expanded.
 """
 
@@ -25,15 +28,18 @@ import itertools
 import os
 import sys
 import sysconfig
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .dims import DimNamer
 from .frames import frame_locals
 from .kinds import MISSING, sequence_items
-from .operands import Operand, Operation, classify, module_operand, resolve_operand
+from .operands import Operand, Operation, classify, index_keys, module_operand, resolve_operand
 from .provenance import dotted, function_ast, static_value
-from .shape_ops import (Mismatch, broadcast_mismatch, cat_mismatch, linear_mismatch, matmul_mismatch,
-                        view_mismatch)
+from .safe import is_tensor
+from .contraction_ops import einsum_mismatch, sdpa_mismatch
+from .layer_calls import layer_diagnosis, layer_kind
+from .lookups import lookup_diagnosis
+from .shape_ops import Mismatch, broadcast_mismatch, cat_mismatch, matmul_mismatch, view_mismatch
 
 __all__ = ["Explanation", "explain_traceback", "explain_expression", "traceback_frames", "is_internal"]
 
@@ -56,6 +62,8 @@ class Explanation:
     hint: str | None = None
     notes: tuple[str, ...] = ()
     problem: str | None = None
+    label: str = "mismatch"            # what the diagnosis line is called: "lookup" for a failed subscript
+    chained: str | None = None         # "explaining the cause: RuntimeError: ..." (``raise ... from e``)
 
     @property
     def location(self) -> str:
@@ -69,9 +77,11 @@ def _torch_dir() -> str | None:
 
 
 def is_internal(filename: str) -> bool:
-    """Usage: ``is_internal(frame.f_code.co_filename)``; True for torch, the standard library, llmpdb."""
+    """Usage: ``is_internal(frame.f_code.co_filename)``; True for torch, the standard library (frozen
+    modules included), llmpdb. Code made by ``exec``/``compile`` (``<string>``, a notebook cell) is not:
+    it is the user's, explained from ``linecache`` or said to have no source."""
     if filename.startswith("<"):
-        return True
+        return filename.startswith("<frozen ")
     path = os.path.abspath(filename)
     torch_dir = _torch_dir()
     if (torch_dir and path.startswith(torch_dir)) or path.startswith(_LLMPDB_DIR):
@@ -109,15 +119,22 @@ def _encloses(node: ast.AST, pos) -> bool:
 
 
 def _failing_node(func: ast.AST, pos) -> ast.AST | None:
-    """The Call/BinOp at exactly ``pos``, else the smallest Call/BinOp enclosing it."""
-    best = None
+    """The expression whose span is exactly ``pos`` (a Call or an operator before a subscript before any
+    other), else the smallest Call/BinOp enclosing it."""
+    exact, best = [], None
     for node in ast.walk(func):
-        if isinstance(node, (ast.Call, ast.BinOp)) and _encloses(node, pos):
-            if _span(node) == tuple(pos):
-                return node
+        if not isinstance(node, ast.expr) or not _encloses(node, pos):
+            continue
+        if _span(node) == tuple(pos):
+            exact.append(node)
+        elif isinstance(node, (ast.Call, ast.BinOp, ast.Compare)):
             size = (node.end_lineno - node.lineno, node.end_col_offset - node.col_offset)
             if best is None or size < best[0]:
                 best = (size, node)
+    for kinds in ((ast.Call, ast.BinOp, ast.Compare), (ast.Subscript,), (ast.expr,)):
+        found = [n for n in exact if isinstance(n, kinds)]
+        if found:
+            return found[0]
     return best[1] if best else None
 
 
@@ -126,10 +143,10 @@ def _label(operand: Operand, dim: int, size: int) -> str:
     return f"{size} {name}" if name and name not in ("?", "1") else f"{size}"
 
 
-def _describe(m: Mismatch, operands: list[Operand]) -> str:
+def _describe(m: Mismatch, operands: list[Operand], named: bool = False) -> str:
     a, b = operands[m.a], operands[m.b]
     la, lb = _label(a, m.dim_a, m.size_a), _label(b, m.dim_b, m.size_b)
-    if m.dim_a == m.dim_b and len(a.shape) == len(b.shape):
+    if not named and len(operands) == 2 and m.dim_a == m.dim_b and len(a.shape) == len(b.shape):
         return f"dim {m.dim_a}: {la} vs {lb} ({m.rule})"
     return f"{a.text} dim {m.dim_a} ({la}) vs {b.text} dim {m.dim_b} ({lb}) ({m.rule})"
 
@@ -169,7 +186,21 @@ def _view_target(op: Operation, frame) -> tuple[int, ...] | None:
     return tuple(values)
 
 
-def _diagnose(op: Operation, operands: list[Operand], frame, namer) -> tuple[str | None, str | None]:
+def _layer(op: Operation, operands: list[Operand], exc) -> tuple[str | None, str | None]:
+    """A called layer (or ``F.linear`` / ``F.embedding``), by its class: nothing for a class not known."""
+    kind = layer_kind(op.module) if op.kind == "module" else op.kind
+    if kind is None or len(operands) != 2:
+        return None, None
+    owner = operands[1].provenance.module_path if op.kind == "module" and operands[1].provenance else None
+    found, hint = layer_diagnosis(kind, op.module, owner, operands, exc)
+    return (_describe(found, operands) if isinstance(found, Mismatch) else found), hint
+
+
+def _diagnose(op: Operation, operands: list[Operand], frame, namer, exc) -> tuple[str | None, str | None]:
+    if op.kind in ("linear", "embedding", "module"):
+        return _layer(op, operands, exc)
+    if op.kind == "sdpa" and len(operands) == 4 and operands[3].kind == "NoneType":
+        operands = operands[:3]  # attn_mask=mask where mask is None: no mask
     shapes = [o.shape for o in operands]
     known = [s for s in shapes if s is not None]
     if len(known) != len(shapes) or not shapes:
@@ -182,22 +213,22 @@ def _diagnose(op: Operation, operands: list[Operand], frame, namer) -> tuple[str
     elif op.kind == "cat":
         dim = static_value(op.dim, frame_locals(frame), frame.f_globals) if op.dim is not None else 0
         found = cat_mismatch(shapes, dim) if type(dim) is int else None
+    elif op.kind == "sdpa" and len(shapes) >= 3:
+        gqa = op.dim is not None and static_value(op.dim, frame_locals(frame), frame.f_globals) is True
+        found = sdpa_mismatch(*shapes[:3], shapes[3] if len(shapes) > 3 else None, gqa=gqa)
+    elif op.kind == "einsum":
+        equation = static_value(op.dim, frame_locals(frame), frame.f_globals)
+        found = einsum_mismatch(equation, shapes, [o.text for o in operands]) if type(equation) is str else None
     elif op.kind == "view":
         new = _view_target(op, frame)
         found = view_mismatch(shapes[0], new) if new is not None else None
         return (f"{operands[0].text} {shapes[0]}: {found}" if found else None), None
-    elif op.kind in ("linear", "module") and len(shapes) == 2:
-        found = linear_mismatch(*shapes)
-        if isinstance(found, Mismatch):
-            owner = operands[1].provenance.module_path if op.kind == "module" and operands[1].provenance else None
-            where = f"{owner} ({operands[1].provenance.module_class}) expects" if owner else "the weight expects"
-            hint = f"{where} in_features {found.size_b}; the input's last dim is {found.size_a}"
-            return _describe(found, operands), hint
     if isinstance(found, str):
         return found, None
     if found is None:
         return None, None
-    return _describe(found, operands), (_GQA_HINT if _gqa(found, operands, namer) else None)
+    named = op.kind in ("sdpa", "einsum")  # operands are told apart by name, not by a shared dim
+    return _describe(found, operands, named), (_GQA_HINT if _gqa(found, operands, namer) else None)
 
 
 def _namer(frame):
@@ -207,7 +238,7 @@ def _namer(frame):
         return None
 
 
-def _explain_node(node: ast.AST, func, frame, lineno: int, base: dict) -> Explanation:
+def _explain_node(node: ast.AST, func, frame, lineno: int, base: dict, exc=None) -> Explanation:
     op = classify(node, frame)
     if op is None:
         op = Operation("value", "value", [node])
@@ -221,8 +252,19 @@ def _explain_node(node: ast.AST, func, frame, lineno: int, base: dict) -> Explan
         found = ", ".join(f"{o.text}: {o.kind}" for o in operands) or "no operands"
         return Explanation(**base, op=op.label, operands=tuple(operands),
                            problem=f"no tensor operand in {dotted(node)} (found {found})")
-    diagnosis, hint = _diagnose(op, operands, frame, namer)
+    diagnosis, hint = _diagnose(op, operands, frame, namer, exc)
     return Explanation(**base, op=op.label, operands=tuple(operands), diagnosis=diagnosis, hint=hint)
+
+
+def _explain_lookup(node: ast.Subscript, func, frame, lineno: int, base: dict) -> Explanation:
+    """A subscript that raised (``d["missing"]``, ``x[0, 5]``): the container and why the key is not in it."""
+    local_map, global_map = frame_locals(frame), frame.f_globals
+    operand = resolve_operand(node.value, frame, func, before=lineno, namer=_namer(frame))
+    container = static_value(node.value, local_map, global_map)
+    key = index_keys(node.slice, local_map, global_map) if is_tensor(container) else \
+        static_value(node.slice, local_map, global_map)
+    found = lookup_diagnosis(container, operand.text, MISSING if key is None and is_tensor(container) else key)
+    return Explanation(**base, op="subscript", operands=(operand,), diagnosis=found, label="lookup")
 
 
 def _exception_line(exc) -> str | None:
@@ -233,8 +275,44 @@ def _exception_line(exc) -> str | None:
     return f"{type(exc).__name__}: {first[:300]}" if first else type(exc).__name__
 
 
+_EXC = {name: BaseException.__dict__[name] for name in ("__cause__", "__context__", "__suppress_context__",
+                                                          "__traceback__")}  # a subclass's property cannot answer
+
+
+def _causes(exc: BaseException):
+    """(how, exception) down the chain: ``raise ... from e``'s cause, else the exception being handled."""
+    seen = {id(exc)}
+    for _ in range(8):
+        cause = _EXC["__cause__"].__get__(exc)
+        how = "explaining the cause"
+        if cause is None and not _EXC["__suppress_context__"].__get__(exc):
+            cause, how = _EXC["__context__"].__get__(exc), "explaining the exception it was raised while handling"
+        if cause is None or id(cause) in seen:
+            return
+        seen.add(id(cause))
+        yield how, cause
+        exc = cause
+
+
 def explain_traceback(tb, exc: BaseException | None = None) -> Explanation:
-    """Usage: ``explain_traceback(exc.__traceback__, exc)``; see the module docstring."""
+    """Usage: ``explain_traceback(exc.__traceback__, exc)``; see the module docstring. When ``exc`` has
+    nothing to explain and an exception down its chain (``raise ... from e``, or one raised while handling
+    another) has a mismatch (or at least an operation on tensors), that one is explained, and ``chained``
+    says so."""
+    top = _explain_one(tb, exc)
+    if top.diagnosis or exc is None:
+        return top
+    for how, cause in _causes(exc):
+        cause_tb = _EXC["__traceback__"].__get__(cause)
+        if cause_tb is None:
+            continue
+        found = _explain_one(cause_tb, cause)
+        if found.diagnosis or (top.problem and not found.problem):
+            return replace(found, exception=top.exception, chained=f"{how}: {_exception_line(cause)}")
+    return top
+
+
+def _explain_one(tb, exc: BaseException | None) -> Explanation:
     frames = traceback_frames(tb)
     if not frames:
         raise ValueError("an empty traceback")
@@ -258,6 +336,9 @@ def explain_traceback(tb, exc: BaseException | None = None) -> Explanation:
     base = dict(expression="", filename=code.co_filename, lineno=lineno, function=code.co_name,
                 exception=_exception_line(exc), notes=tuple(notes))
     found = function_ast(code, lineno)
+    if found is None and code.co_filename.startswith("<"):
+        return Explanation(**base, problem=f"no source for {code.co_filename}:{lineno} ({code.co_name}): code made "
+                                           "by exec/compile keeps none")
     if found is None:
         return Explanation(**base, problem=f"no source for {code.co_filename}:{lineno}: cannot parse the failing line")
     func = found[1]
@@ -269,7 +350,12 @@ def explain_traceback(tb, exc: BaseException | None = None) -> Explanation:
         return Explanation(**base, problem=f"the failing code at {os.path.basename(code.co_filename)}:{lineno} is "
                                            "no call or operator: nothing to explain")
     base["expression"] = dotted(node)
-    return _explain_node(node, func, frame, lineno, base)
+    if isinstance(node, ast.Subscript):
+        return _explain_lookup(node, func, frame, lineno, base)
+    if not isinstance(node, (ast.Call, ast.BinOp, ast.Compare)):
+        return Explanation(**base, problem=f"the failing code is {dotted(node)} ({type(node).__name__.lower()}): "
+                                           "no shape operation to explain")
+    return _explain_node(node, func, frame, lineno, base, exc)
 
 
 def explain_expression(frame, text: str) -> Explanation:

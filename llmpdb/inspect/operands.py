@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 
 from .frames import frame_locals
 from .kinds import MISSING, is_module, module_attr, sequence_items
+from .layer_calls import torch_callable
 from .provenance import Provenance, dotted, module_path, provenance, static_value
 from .safe import is_tensor, no_torch_function, short_dtype, type_name
 from .shape_ops import SAME_SHAPE, SHAPE_METHODS, apply_method, permute_of
 
-__all__ = ["Operand", "Operation", "classify", "resolve_operand", "module_operand"]
+__all__ = ["Operand", "Operation", "classify", "resolve_operand", "module_operand", "index_keys"]
 
 _MATMUL = {"matmul", "bmm", "mm", "mv"}
 _CAT = {"cat", "concat", "concatenate", "stack", "hstack", "vstack"}
@@ -33,6 +34,7 @@ _ELEMENTWISE = {"add", "sub", "mul", "div", "where", "maximum", "minimum", "eq",
                 "true_divide", "pow", "logical_and", "logical_or", "addcmul"}
 _BINOP_NAMES = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
                 ast.Pow: "**", ast.BitAnd: "&", ast.BitOr: "|"}
+_COMPARE_NAMES = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
 
 
 @dataclass(frozen=True)
@@ -49,12 +51,13 @@ class Operand:
 
 @dataclass
 class Operation:
-    """What the expression does: ``kind`` is matmul / elementwise / cat / view / linear / module / call."""
+    """What the expression does: ``kind`` is matmul / elementwise / cat / view / linear / embedding / sdpa /
+    einsum / module / call."""
 
     kind: str
     label: str
     operands: list[ast.AST]
-    dim: object = None                 # cat: the dim; view: the new shape node(s)
+    dim: object = None                 # cat: the dim; sdpa: the enable_gqa node; einsum: the equation
     shape_args: list[ast.AST] = field(default_factory=list)
     module: object = None              # module: the nn.Module called (self.fc2)
     module_text: str = ""
@@ -81,12 +84,27 @@ def _is_receiver(node: ast.AST, frame) -> bool:
     return not issubclass(type(value), types.ModuleType) and not is_module(value)
 
 
+def _sdpa(call: ast.Call) -> Operation:
+    """``F.scaled_dot_product_attention(q, k, v, attn_mask=m, enable_gqa=...)``: q, k, v and the mask."""
+    nodes = [_kw(call, kw) or (call.args[i] if i < len(call.args) else None)
+             for i, kw in enumerate(("query", "key", "value", "attn_mask"))]
+    if any(n is None or isinstance(n, ast.Starred) for n in nodes[:3]):
+        return Operation("call", dotted(call.func), [n for n in nodes if n is not None])
+    mask = nodes[3]
+    no_mask = mask is None or (isinstance(mask, ast.Constant) and mask.value is None) or isinstance(mask, ast.Starred)
+    return Operation("sdpa", "scaled_dot_product_attention", nodes[:3] + ([] if no_mask else [mask]),
+                     dim=_kw(call, "enable_gqa"))
+
+
 def classify(node: ast.AST, frame) -> Operation | None:
     """Usage: ``classify(ast_node, frame)``; None for an expression that is no operation (a bare name)."""
     if isinstance(node, ast.BinOp):
         if isinstance(node.op, ast.MatMult):
             return Operation("matmul", "matmul (@)", [node.left, node.right])
         return Operation("elementwise", f"elementwise {_BINOP_NAMES.get(type(node.op), '?')}", [node.left, node.right])
+    if isinstance(node, ast.Compare) and len(node.comparators) == 1:
+        op = _COMPARE_NAMES.get(type(node.ops[0]))
+        return Operation("elementwise", f"elementwise {op}", [node.left, node.comparators[0]]) if op else None
     if not isinstance(node, ast.Call):
         return None
     name = _name_of(node.func)
@@ -100,13 +118,20 @@ def classify(node: ast.AST, frame) -> Operation | None:
     if is_module(callee):
         return Operation("module", f"{type_name(callee)} call", args[:1], module=callee, module_text=dotted(node.func))
     operands = ([method_on] if method_on is not None else []) + args
+    if callee is not MISSING and not torch_callable(callee):  # a user's function named matmul/add/linear
+        return Operation("call", dotted(node.func), operands)
+    if name in ("linear", "embedding") and callee is not MISSING:  # F.linear(x, w) / F.embedding(ids, w)
+        return Operation(name, name, operands[:2])
+    if name == "scaled_dot_product_attention" and callee is not MISSING:
+        return _sdpa(node)
+    starred = any(isinstance(a, ast.Starred) for a in node.args)
+    if name == "einsum" and callee is not MISSING and node.args and not starred:
+        return Operation("einsum", "einsum", list(node.args[1:]), dim=node.args[0])
     if name in _MATMUL:
         return Operation("matmul", name, operands[:2])
     if name in _CAT and args and isinstance(args[0], (ast.List, ast.Tuple)):
         dim = _kw(node, "dim") or (node.args[1] if len(node.args) > 1 else None)
         return Operation("cat", name, list(args[0].elts), dim=dim)
-    if name == "linear":
-        return Operation("linear", name, operands[:2])
     if name in _ELEMENTWISE:
         return Operation("elementwise", name, operands)
     return Operation("call", dotted(node.func), operands)
@@ -130,7 +155,7 @@ def _kind(value) -> str:
     return type_name(value)
 
 
-def _index_keys(node: ast.AST, local_map, global_map) -> tuple | None:
+def index_keys(node: ast.AST, local_map, global_map) -> tuple | None:
     """``x[0, :2, None, ...]``'s keys as ints, slices, None and Ellipsis; None for anything else."""
     parts = node.elts if isinstance(node, ast.Tuple) else [node]
     keys = []
@@ -169,8 +194,8 @@ def _walk_chain(node: ast.AST, frame):
                     args.append(static_value(arg, local_map, global_map))
             chain.append((node.func.attr, tuple(args)))
             node = node.func.value
-        elif isinstance(node, ast.Subscript) and _index_keys(node.slice, local_map, global_map) is not None:
-            chain.append(("[]", _index_keys(node.slice, local_map, global_map)))
+        elif isinstance(node, ast.Subscript) and index_keys(node.slice, local_map, global_map) is not None:
+            chain.append(("[]", index_keys(node.slice, local_map, global_map)))
             node = node.value
         elif isinstance(node, ast.Attribute) and node.attr in ("T", "mT"):
             chain.append((node.attr, ()))

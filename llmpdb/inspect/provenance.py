@@ -23,10 +23,11 @@ from __future__ import annotations
 import ast
 import linecache
 import operator
+import types
 from dataclasses import dataclass
 
 from .frames import frame_locals
-from .kinds import MISSING, is_module, module_attr, sequence_items, stored
+from .kinds import MISSING, instance_dict, is_module, module_attr, sequence_items, stored
 from .modules import frame_stack, model_names, module_frames
 from .safe import is_tensor, no_torch_function
 
@@ -112,6 +113,8 @@ def _attr(obj, name: str):
         return MISSING
     if is_module(obj):
         return module_attr(obj, name, MISSING)
+    if issubclass(type(obj), types.ModuleType):  # a Python module: its dict holds functions, no descriptors run
+        return instance_dict(obj).get(name, MISSING)
     return stored(obj, name, MISSING)
 
 

@@ -39,11 +39,12 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(width - 1, 1)] + "…"
 
 
-def _wrapped(prefix: str, text: str, width: int, paint) -> list[str]:
-    """``prefix + text`` wrapped at ``width`` (continuations indented under the text), never cut."""
-    pieces = textwrap.wrap(text, width=max(width - len(prefix), 20), break_long_words=False,
-                           break_on_hyphens=False) or [""]
-    pad = " " * len(prefix)
+def _wrapped(prefix: str, text: str, width: int, paint, indent: str | None = None) -> list[str]:
+    """``prefix + text`` wrapped at ``width``, continuations indented by ``indent`` (default: under the
+    text); a word longer than a line is broken, so every line fits."""
+    pad = " " * len(prefix) if indent is None else indent
+    room = max(width - max(len(prefix), len(pad)), 20)
+    pieces = textwrap.wrap(text, width=room, break_long_words=True, break_on_hyphens=False) or [""]
     return [(prefix if i == 0 else pad) + paint(piece) for i, piece in enumerate(pieces)]
 
 
@@ -64,29 +65,35 @@ def render_explanation(report: Explanation, *, width: int = 100, style: Style | 
     """Usage: ``render_explanation(report, width=100)``; plain text unless ``style`` has colour."""
     style = style or Style()
     lines = []
-    if report.exception:
-        lines.append(style.bad(report.exception))  # whole: it is the error the user is reading about
+    if report.exception:  # the error the user is reading about: whole, wrapped, never cut
+        lines.extend(_wrapped("", report.exception, width, style.bad, indent="  "))
+    if report.chained:
+        lines.extend(_wrapped("", report.chained, width, style.bad, indent="  "))
     if report.expression or report.op:
         head = f"{report.op}: {report.expression}" if report.op else report.expression
         where = f"at {report.location}"
         if len(head) + 3 + len(where) <= width:
             lines.append(f"{style.header(head)}   {where}")
         else:
-            lines.extend([style.header(head), f"  {where}"])
+            lines.extend(_wrapped("", head, width, style.header, indent="  "))
+            lines.extend(_wrapped("  ", where, width, str, indent="    "))
     for note in report.notes:
-        lines.append(style.dim(f"  ({note})"))
+        lines.extend(_wrapped("  ", f"({note})", width, style.dim, indent="   "))
     if report.problem:
-        lines.append(f"  {report.problem}" if lines else report.problem)
+        lines.extend(_wrapped("  " if lines else "", report.problem, width, str, indent="  "))
         return "\n".join(lines)
     text_width = min(max((len(o.text) for o in report.operands), default=0), 40)
     for operand in report.operands:
         lines.extend(_operand_lines(operand, text_width, width, style))
     if report.diagnosis:
-        lines.extend(_wrapped("  mismatch: ", report.diagnosis, width, style.warn))
+        lines.extend(_wrapped(f"  {report.label}: ", report.diagnosis, width, style.warn))
+    elif report.label != "mismatch":
+        lines.extend(_wrapped(f"  {report.label}: ", "? (the key or the container is not read)", width, str))
     elif any(o.shape is None for o in report.operands):
-        lines.append("  mismatch: ? (an operand's shape is not known)")
+        lines.extend(_wrapped("  mismatch: ", "? (an operand's shape is not known)", width, str))
     elif report.op and report.exception:
-        lines.append("  mismatch: none found in the shapes (the error is about something else?)")
+        lines.extend(_wrapped("  mismatch: ", "none found in the shapes (the error is about something else?)",
+                              width, str))
     if report.hint:
         lines.extend(_wrapped("  hint: ", report.hint, width, style.warn))
     return "\n".join(lines)

@@ -91,7 +91,8 @@ def test_rendered_at_width_80():
     text = render_explanation(explain_traceback(exc.__traceback__, exc), width=80)
     lineno = explain_traceback(exc.__traceback__, exc).lineno
     assert text.splitlines() == [
-        "RuntimeError: The size of tensor a (4) must match the size of tensor b (2) at non-singleton dimension 1",
+        "RuntimeError: The size of tensor a (4) must match the size of tensor b (2) at",
+        "  non-singleton dimension 1",
         "matmul (@): query_states @ key_states.transpose(2, 3)",
         f"  at explain_models.py:{lineno} in skip_repeat_kv_forward",
         "  query_states                (1, 4, 7, 16)  batch · heads · seq · head_dim",
