@@ -6,7 +6,8 @@ Usage: mixed into the debugger (``RestartMixin``); the command line sets ``resta
 pdb's ``run`` raises ``pdb.Restart`` and counts on ``python -m pdb``'s loop to catch it. Where llmpdb was
 opened by ``breakpoint()``, ``set_trace()`` or ``post_mortem()`` nothing catches it: the program died
 with a traceback and a post-mortem inside ``pdb.py``. Here only a program that ``python -m llmpdb``
-started restarts (as pdb does: same process, breakpoints kept, ``run ARGS`` sets ``sys.argv``); anywhere
+started restarts (as pdb does: same process, breakpoints kept, ``run ARGS`` sets ``sys.argv``; module
+breakpoints, ``bm``, become pending again and arm on the models the new run builds); anywhere
 else, from a stop in a thread other than the main one, and on one rank of a job of 2+ ranks (the others
 would not restart with it), ``run`` is one clear line and the stop goes on.
 """
@@ -19,6 +20,7 @@ import threading
 
 from .base import stdlib_pdb
 from .distributed import world_size
+from .forward.breakpoints import module_breakpoints
 
 __all__ = ["RestartMixin", "RESTART"]
 
@@ -56,6 +58,7 @@ class RestartMixin:
                 self.error(f"run: cannot split {arg!r}: {exc}")
                 return None
             sys.argv[1:] = words
+        module_breakpoints().restart()  # the new run builds new modules: `bm` breakpoints wait for them again
         raise RESTART
 
     do_restart = do_run

@@ -6,6 +6,7 @@ Usage::
     bp = engine.add("model.layers.1.self_attn", [model], condition="hidden_states.shape[1] > 1")
     engine.add("LlamaMLP", [model], after=2, once=True)
     engine.breakpoints(); engine.remove(1); engine.clear()
+    engine.restart()                              # the program runs again: every breakpoint pending again
 
 How it stops: a forward pre-hook is registered on each matching module only, so other modules keep
 PyTorch's hook-free fast path and pay nothing. When a matching module is called, the pre-hook installs a
@@ -216,6 +217,24 @@ class ModuleBreakpointEngine:
             remove_after_imports()
         self._update_root_watch()
         return bp
+
+    def restart(self) -> int:
+        """Usage: ``engine.restart()`` when the program starts again (``run``/``restart``); the modules it built
+        are gone, so every breakpoint is pending again, as pdb's line breakpoints survive a restart: it arms on
+        the new models as they are created (class patterns) or as their forward first runs. Counts are kept
+        (pdb keeps hit counts). Returns how many breakpoints wait again."""
+        for _, handle, _ in self._armed.values():
+            handle.remove()
+        self._armed.clear()
+        self._known.clear()
+        self._unwatch()  # the root watch forgets the models it saw; installed again below
+        for bp in self._bps.values():
+            bp.labels.clear()
+            bp.roots = []
+            bp.root_names = {}
+        if self._bps:
+            self._watch_registrations()
+        return len(self._bps)
 
     def clear(self) -> int:
         count = len(self._bps)

@@ -80,3 +80,51 @@ def test_run_in_post_mortem_restarts_the_program(tmp_path):
         rest = session.finish("q")
         assert "Traceback" not in rest
         assert session.exitstatus == 1
+
+
+LLAMA_SCRIPT = """\
+import sys
+sys.path.insert(0, {tests!r})
+import torch
+from tiny_models import tiny_llama
+
+model = tiny_llama()
+breakpoint()
+with torch.no_grad():
+    outputs = model(input_ids=torch.tensor([[1, 2, 3]]))
+print("logits", tuple(outputs.logits.shape))
+"""
+
+
+def _armed_on(listing: str, pattern: str) -> list[str]:
+    """The `armed on` column of the module breakpoint rows of `b` for ``pattern``."""
+    header = next(line for line in listing.splitlines() if "armed on" in line)
+    start = header.index("armed on")
+    return [line[start:].split()[0] for line in listing.splitlines() if f" {pattern} " in line]
+
+
+def test_module_breakpoint_armed_in_run_one_is_pending_and_stops_again_after_run(tmp_path):
+    """A `bm` set on run 1's model stops in run 2 too (the new run builds new modules), like pdb's line
+    breakpoints; before, it stayed armed on run 1's dead modules and run 2 ran through it."""
+    import os
+
+    from .pty_session import ROOT
+
+    script = tmp_path / "llama_again.py"
+    script.write_text(LLAMA_SCRIPT.format(tests=os.path.join(ROOT, "tests")))
+    with PtySession(["-m", "llmpdb", str(script)], env={"PYTHONBREAKPOINT": None}, timeout=120) as session:
+        session.wait_prompt()
+        session.run("c")  # the script's breakpoint(): the model exists
+        assert session.run("bm layers.1.self_attn").strip() == (
+            "module breakpoint 1: layers.1.self_attn -> model.layers.1.self_attn")
+        assert "module breakpoint 1: model.layers.1.self_attn (LlamaAttention), hit 1" in session.run("c")
+        restarted = session.run("run")
+        assert "llmpdb: restarting" in restarted and "llama_again.py(1)<module>()" in restarted, restarted
+        assert _armed_on(session.run("b"), "layers.1.self_attn") == ["pending"]
+        assert "llama_again.py(8)<module>()" in session.run("c")  # breakpoint() in run 2
+        stop = session.run("c")
+        assert "module breakpoint 1: model.layers.1.self_attn (LlamaAttention), hit 2" in stop, stop
+        assert session.run("p type(self).__qualname__, self.layer_idx").strip() == "('LlamaAttention', 1)"
+        assert _armed_on(session.run("b"), "layers.1.self_attn") == ["model.layers.1.self_attn"]
+        rest = session.finish("c")
+    assert "logits (1, 3, 256)" in rest and session.exitstatus == 0
