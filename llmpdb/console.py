@@ -27,11 +27,14 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from .completion import CompletionContext, completions
 from .headless import stream_is_terminal
+
+if TYPE_CHECKING:  # annotations only: completion is imported when the prompt first offers it
+    from pathlib import Path
+
+    from .completion import CompletionContext
 
 __all__ = ["Console", "ConsoleMixin", "terminal_console", "plain_reason", "history_path", "history_size",
            "DEFAULT_HISTORY_SIZE", "continues"]
@@ -44,6 +47,8 @@ _NATIVE_CONTINUATION = sys.version_info >= (3, 13)  # pdb's default() reads cont
 
 def history_path() -> Path:
     """Usage: ``history_path()`` -> ``~/.local/state/llmpdb/history`` (``$XDG_STATE_HOME`` when set)."""
+    from pathlib import Path
+
     state = os.environ.get("XDG_STATE_HOME", "").strip()
     base = Path(state) if state and os.path.isabs(state) else Path.home() / ".local" / "state"
     return base / "llmpdb" / "history"
@@ -131,6 +136,8 @@ def _rewrite(path: Path, newest_first: list[str]) -> None:
 
 def _completer(console: "Console"):
     from prompt_toolkit.completion import Completer, Completion
+
+    from .completion import completions
 
     class _LlmpdbCompleter(Completer):
         def get_completions(self, document, complete_event):
@@ -255,6 +262,8 @@ class ConsoleMixin:
         return terminal_console()
 
     def _completion_context(self) -> CompletionContext:
+        from .completion import CompletionContext
+
         commands = {}
         for name in self.completenames(""):
             method = getattr(self, "do_" + name.replace("-", "_"), None)
