@@ -21,7 +21,6 @@ import sys
 
 from .rank_commands import RankCommands
 from .rank_dump import start_watcher
-from .rank_jobs import register_job
 from .rank_terminal import message_on_terminal, prompt_terminal, stderr_is_discarded
 from .rank_wait import PROMPT, QUIT, RESUME, StepWatchdog, wait_at_stop, wait_for_terminal
 from .ranks_store import RankJob, StoreUnavailable, connect_store
@@ -156,6 +155,8 @@ class DistributedMixin(RankCommands):
         fresh = _JOB is None
         job = rank_job()
         if job is not None and fresh:  # the first stop in this job: register it, answer `ranks --job`
+            from .rank_jobs import register_job
+
             register_job(job.world)
             start_watcher(job, self._rank_dump_debugger)
         if job is None and _NO_STORE is not None and not self._rank_warned:

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import atexit
 import io
-import json
 import os
 import signal
 import stat
@@ -408,6 +407,8 @@ class HeadlessPolicyMixin:
             names = sorted(set(self.completenames("")))
         except Exception:  # completion is a nicety: attach without it
             names = []
+        import json
+
         seat.conn.send("W", json.dumps({"pid": os.getpid(), "where": _where(frame) + _module_path(frame),
                                         "commands": names}))
 

@@ -23,14 +23,7 @@ import contextlib
 import copy
 import sys
 
-from ..forward.diverge import RunComparer, RunRecorder, hooked_modules
-from ..forward.diverge_variants import (SettingError, attn_implementation, cast_floats, checkpoint_copy, current_attn,
-                                        dropout_note, dtype_copy, free_bytes, kept_buffers, parse_setting,
-                                        same_randomness)
-from ..inspect.diverge_records import DivergeReport, default_tolerance
 from ..inspect.kinds import is_hf, is_module, module_attr
-from ..inspect.safe import short_dtype
-from ..render.diverge import number, render_diverge
 from ..units import human_bytes, plural
 from ._command import CommandError, command, parse_args
 from .diverge_break import DivergeBreak
@@ -164,6 +157,8 @@ def module_config_missing(model) -> bool:
 def _run_locals(names, local_map, global_map, model, cast_to, notes) -> dict:
     """The locals one run evaluates EXPR in: a copy of the frame's, the model bound to ``MODEL_VAR``, a KV
     cache deep-copied, floating tensors cast to ``cast_to`` (new containers); the frame's are untouched."""
+    from ..forward.diverge_variants import cast_floats
+
     run_locals = dict(local_map)
     for name in names:
         value, copied = _private_caches(_lookup(name, local_map, global_map))
@@ -192,6 +187,10 @@ class DivergeCommands(DivergeBreak):
 
     def _diverge_variant(self, setting, model, notes):
         """``(second model, text, dtype to cast inputs to or None, attention context)``."""
+        from ..forward.diverge_variants import (SettingError, attn_implementation, checkpoint_copy, current_attn,
+                                                dtype_copy)
+        from ..inspect.safe import short_dtype
+
         name = type(model).__name__
         if setting.kind == "dtype":
             floats = [t for t in list(model.parameters()) + list(model.buffers()) if t.is_floating_point()]
@@ -262,6 +261,9 @@ class DivergeCommands(DivergeBreak):
         Both runs go under no_grad from the same RNG state (restored afterwards); hooks are removed
         however the runs end. This runs the model twice and reads values.
         Example: diverge model(**inputs) --vs dtype=bfloat16"""
+        from ..forward.diverge_variants import SettingError, dropout_note, parse_setting
+        from ..render.diverge import render_diverge
+
         args = parse_args(arg, self.do_diverge, flags={"--all", "--break"},
                           options={"--vs": str, "--rtol": _tolerance, "--atol": _tolerance, "--max-mem": parse_size})
         torch = sys.modules.get("torch")
@@ -297,6 +299,8 @@ class DivergeCommands(DivergeBreak):
                                 lambda: _run_locals(names, local_map, global_map, second_model, cast_to, []))
 
     def _diverge_rerun(self, report, code, second_model, attn_ctx, torch, make_locals) -> None:
+        from ..forward.diverge_variants import kept_buffers, same_randomness
+
         first = report.first
         if first is None:
             raise CommandError("--break: no module differs, nothing to stop at")
@@ -319,6 +323,12 @@ class DivergeCommands(DivergeBreak):
             self.error(f"diverge: {failure}")
 
     def _diverge_run(self, args, code, model, second_model, first_locals, second_locals, attn_ctx, torch, owned):
+        from ..forward.diverge import RunComparer, RunRecorder, hooked_modules
+        from ..forward.diverge_variants import SettingError, free_bytes, kept_buffers, same_randomness
+        from ..inspect.diverge_records import DivergeReport, default_tolerance
+        from ..inspect.safe import short_dtype
+        from ..render.diverge import number
+
         rtol, atol = args.value("--rtol"), args.value("--atol")
         budget = args.value("--max-mem")
         if budget is None:

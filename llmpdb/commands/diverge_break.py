@@ -15,10 +15,6 @@ from __future__ import annotations
 
 import sys
 
-from ..forward.arming import dynamo_disable
-from ..forward.one_shot import OneShotTrace, hook_caller
-from ..inspect.modules import code_of
-
 __all__ = ["DivergeBreak"]
 
 
@@ -27,6 +23,10 @@ class DivergeBreak:
 
     def _diverge_break(self, module, header: str, run_once) -> str | None:
         """Stop at ``module``'s forward during ``run_once()``; returns an error line, or None."""
+        from ..forward.arming import dynamo_disable
+        from ..forward.one_shot import OneShotTrace, hook_caller
+        from ..inspect.modules import code_of
+
         child = self._recursive_debugger()
         arrived = []
         bottom = []

@@ -17,18 +17,16 @@ reads either kind back. ``LLMPDB_DUMP_MAX_MIB`` sets the default limit.
 from __future__ import annotations
 
 import ast
-import json
 import os
+from typing import TYPE_CHECKING
 
-from ..files.atomic import FileTargetError, check_target
-from ..files.safetensors_file import refusal, tensor_nbytes, write_safetensors
-from ..inspect.modules import model_stack
-from ..inspect.frame_snapshot import FORMAT, location_record, snapshot_document
-from ..inspect.tensor_paths import TensorCollection, collect_frame_tensors, collect_tensors
 from ..session import SESSION
 from ..units import human_bytes, plural
 from ._command import CommandError, command, parse_args
 from .navigation import _path_header, _tree_names, user_root
+
+if TYPE_CHECKING:  # annotations only: the modules are imported at first use
+    from ..inspect.tensor_paths import TensorCollection
 
 __all__ = ["DumpCommands", "DEFAULT_MAX_MIB", "default_path", "split_dump_args", "path_word"]
 
@@ -129,6 +127,9 @@ class DumpCommands:
         --yes         write without asking.
         Load it with safetensors.torch.load_file(PATH) or `python -m llmpdb open PATH`.
         Example: dump outputs /tmp/outputs.safetensors"""
+        from ..inspect.frame_snapshot import FORMAT, location_record
+        from ..inspect.tensor_paths import collect_tensors
+
         args = parse_args(arg, self.do_dump, flags={"--yes"}, options={"--max-mib": _max_mib})
         expr, path = split_dump_args(args.rest, args.words)
         value = self.eval_in_frame(expr)
@@ -147,6 +148,10 @@ class DumpCommands:
         `python -m llmpdb open FILE` (shapes, stack-model, kv and p work there). Headless:
         `python -m llmpdb --headless log --snapshot` (LLMPDB_SNAPSHOT=1) writes one per logged stop.
         Example: snapshot /tmp/stop.safetensors"""
+        from ..inspect.frame_snapshot import snapshot_document
+        from ..inspect.modules import model_stack
+        from ..inspect.tensor_paths import collect_frame_tensors
+
         args = parse_args(arg, self.do_snapshot, flags={"--yes"}, options={"--max-mib": _max_mib})
         if len(args.words) > 1:
             raise CommandError("one PATH at most (usage: snapshot [PATH] [--max-mib N] [--yes])")
@@ -168,6 +173,11 @@ class DumpCommands:
 
     # ---- shared -------------------------------------------------------------------------------------
     def _dump_write(self, kind: str, found: TensorCollection, path: str | None, doc: dict, args) -> None:
+        import json
+
+        from ..files.atomic import FileTargetError, check_target
+        from ..files.safetensors_file import refusal, tensor_nbytes, write_safetensors
+
         items, refused = [], []
         for name, t in found.items:
             why = refusal(t)

@@ -10,11 +10,6 @@ Metadata only (``inspect.memory``): no tensor data is read and CUDA is never ini
 
 from __future__ import annotations
 
-from ..inspect.kv import find_cache, find_enclosing_cache
-from ..inspect.memory import (MemoryReport, cache_holdings, cuda_memory, find_optimizers, largest_tensors,
-                              model_holdings, optimizer_holdings)
-from ..inspect.root_names import models_in_sight
-from ..render.memory import render_memory
 from ._command import CommandError, command, parse_args
 
 __all__ = ["MemCommands"]
@@ -31,6 +26,8 @@ class MemCommands:
     """Command mixin: ``mem``."""
 
     def _mem_caches(self, local_vars: dict) -> list[tuple[str, object]]:
+        from ..inspect.kv import find_cache, find_enclosing_cache
+
         found = find_cache(local_vars)
         if found is None:
             frame = self.current_frame()
@@ -49,6 +46,11 @@ class MemCommands:
         optimizer (torch.optim.Optimizer) in the frame. Reads metadata only: shapes × element sizes.
         --top N   how many tensors to list (default 10).
         Example: mem --top 5"""
+        from ..inspect.memory import (MemoryReport, cache_holdings, cuda_memory, find_optimizers, largest_tensors,
+                                      model_holdings, optimizer_holdings)
+        from ..inspect.root_names import models_in_sight
+        from ..render.memory import render_memory
+
         args = parse_args(arg, self.do_mem, options={"--top": _top})
         if args.rest:
             raise CommandError(f"mem takes no expression, only --top N (got {args.rest!r}); "

@@ -16,8 +16,6 @@ from __future__ import annotations
 import os
 import shutil
 
-from ..inspect.heatmap import check_drawable, heat_grid, value_histogram
-from ..render.heatmap import render_heatmap, render_histogram
 from ._command import CommandError, command, parse_args
 
 __all__ = ["ShowCommands"]
@@ -52,6 +50,9 @@ class ShowCommands:
         --hist     a histogram instead of a heatmap (any number of dimensions)
         --bins N   histogram bins (default 10)
         Example: show attn_weights[0, 2]"""
+        from ..inspect.heatmap import check_drawable, heat_grid, value_histogram
+        from ..render.heatmap import render_heatmap, render_histogram
+
         args = parse_args(arg, self.do_show, flags={"--hist"}, options={"--bins": _bins})
         if not args.rest:
             raise CommandError("an expression is required (usage: show EXPR [--hist] [--bins N])")
