@@ -20,7 +20,6 @@ import threading
 
 from .base import stdlib_pdb
 from .distributed import world_size
-from .forward.breakpoints import module_breakpoints
 
 __all__ = ["RestartMixin", "RESTART"]
 
@@ -58,7 +57,9 @@ class RestartMixin:
                 self.error(f"run: cannot split {arg!r}: {exc}")
                 return None
             sys.argv[1:] = words
-        module_breakpoints().restart()  # the new run builds new modules: `bm` breakpoints wait for them again
+        engine = sys.modules.get("llmpdb.forward.breakpoints")  # never imported: no `bm` was ever set
+        if engine is not None:
+            engine.module_breakpoints().restart()  # new run, new modules: `bm` breakpoints wait again
         raise RESTART
 
     do_restart = do_run
