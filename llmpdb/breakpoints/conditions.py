@@ -45,6 +45,25 @@ class ConditionCache:
         possibles = bdb.Breakpoint.bplist.get((filename, line))
         if not possibles:
             return False
+        if len(possibles) == 1:  # the usual line: one breakpoint; the same answer as the loops below give
+            bp = possibles[0]
+            if bp.funcname:
+                return False
+            if not bp.enabled:
+                return True
+            code = self.compiled.get(bp.cond, False) if bp.cond else None
+            if code is False:
+                code = self._code(bp.cond)
+            if code is None:
+                return False
+            bp.hits += 1
+            try:
+                if not eval(code, frame.f_globals, frame.f_locals):
+                    return True
+            except BaseException:
+                pass
+            bp.hits -= 1
+            return False
         counted = []
         answer = True
         for bp in possibles:
@@ -54,10 +73,13 @@ class ConditionCache:
         if answer:
             f_globals = frame.f_globals
             f_locals = None
+            compiled = self.compiled
             for bp in possibles:
                 if not bp.enabled:
                     continue
-                code = self._code(bp.cond)
+                code = compiled.get(bp.cond, False)  # the cache's hit without a call: once per crossing
+                if code is False:
+                    code = self._code(bp.cond)
                 if code is None:
                     answer = False
                     break

@@ -34,6 +34,7 @@ from .interrupt import register_delivery
 __all__ = ["MonitoringEngine", "free_tool_id_available", "TOOL_NAME", "TOOL_IDS"]
 
 TOOL_NAME = "llmpdb"
+_get_ident = threading.get_ident
 _MON = getattr(sys, "monitoring", None)
 TOOL_IDS = (_MON.DEBUGGER_ID, 3, 4) if _MON is not None else ()
 
@@ -71,7 +72,7 @@ class MonitoringEngine(EngineBase):
         self.stop_frame = None  # pdb.stopframe in WATCH mode
         self.stop_lineno = 0  # pdb.stoplineno in WATCH mode: lines below it in stop_frame never stop
         self.watch_disabled = False  # a watched line answered DISABLE: restart events when the plan changes
-        self.files: dict[int, tuple[Any, str]] = {}  # identity(code) -> (code, canonic filename)
+        self.plans: dict[int, tuple[Any, frozenset[int], str]] = {}  # identity(code) -> (code, lines, canonic file)
         self.conditions = ConditionCache()
         self.key: tuple | None = None
         self.problems: list[str] = []
@@ -130,6 +131,7 @@ class MonitoringEngine(EngineBase):
             self._acquire()
         if breaks != self.breaks:
             self.code_lines.clear()
+            self.plans.clear()
         self.breaks = breaks
         new_codes = {identity(f.f_code) for f in watched}
         line_codes = {identity(stop_frame.f_code)} if stop_frame is not None else set()
@@ -181,7 +183,7 @@ class MonitoringEngine(EngineBase):
             self.local.clear()
             self.code_lines.clear()
             self.line_maps.clear()
-            self.files.clear()
+            self.plans.clear()
             if _MON.get_tool(tool) == TOOL_NAME:
                 _MON.free_tool_id(tool)
 
@@ -199,26 +201,33 @@ class MonitoringEngine(EngineBase):
                 self._set_local(code, events)
         return _DISABLE
 
-    def _line_event(self, code, line: int, frame):
+    def _on_line(self, code, line, frame=None):
+        """A LINE event (``frame`` is None: it comes from ``sys.monitoring``), or a JUMP that is one (the
+        jumping frame). Run at every crossing of a breakpoint line, a false condition's included: the
+        caches' hits are looked up here (one ``identity``, no call of ``lines_for``)."""
+        if self.tool is None:
+            return _DISABLE
         if self.state["depth"]:
             return None  # pdb is interacting (``debug`` runs code with events on again): as pdb, ignore
-        watching = identity(code) in self.line_codes
+        if frame is None:
+            frame = sys._getframe(1)
+        key = identity(code)
+        watching = key in self.line_codes
         if watching and frame is self.stop_frame and line >= self.stop_lineno:
             self.pdb.fb_deliver(frame, "line", None)  # pdb's stop_here: the stop frame at or past the line
             return None
-        lines = self.lines_for(code)
+        plan = self.plans.get(key)
+        if plan is None or plan[0] is not code:  # once per code object while breakpoints stay
+            plan = self.plans[key] = (code, self.lines_for(code), self.pdb.canonic(code.co_filename))
+        lines = plan[1]
         if lines is ALL_LINES:
-            if threading.get_ident() == self.thread:
+            if _get_ident() == self.thread:
                 self.pdb.fb_deliver(frame, "line", None)
             return None
         if line in lines:
-            if threading.get_ident() == self.thread:
-                entry = self.files.get(identity(code))  # canonic filename, once per code object
-                if entry is None or entry[0] is not code:
-                    entry = (code, self.pdb.canonic(code.co_filename))
-                    self.files[identity(code)] = entry
-                if not self.conditions.all_false(entry[1], line, frame):  # pdb would only count the hits
-                    self.pdb.fb_deliver(frame, "line", None)
+            # all_false: every condition false, pdb would only have counted the hits; else pdb decides
+            if _get_ident() == self.thread and not self.conditions.all_false(plan[2], line, frame):
+                self.pdb.fb_deliver(frame, "line", None)
             return None
         if watching:
             if line < self.stop_lineno:
@@ -226,11 +235,6 @@ class MonitoringEngine(EngineBase):
                 return _DISABLE  # never a stop while this plan holds: ``activate`` restarts events
             return None  # another frame running the stop frame's code
         return _DISABLE
-
-    def _on_line(self, code, line):
-        if self.tool is None:
-            return _DISABLE
-        return self._line_event(code, line, sys._getframe(1))
 
     def _line_at(self, code, offset: int):
         entry = self.line_maps.get(identity(code))
@@ -249,7 +253,7 @@ class MonitoringEngine(EngineBase):
         line = self._line_at(code, target)
         if line is None or line != self._line_at(code, source):
             return _DISABLE  # a different line: the LINE event at the target reports it
-        return self._line_event(code, line, sys._getframe(1))
+        return self._on_line(code, line, sys._getframe(1))
 
     def _on_return(self, code, offset, value):
         frame = sys._getframe(1)
