@@ -7,9 +7,10 @@ Usage::
     python -m llmpdb attach 4242                              # the socket of pid 4242 in the per-user dir
     python -m llmpdb attach tcp:127.0.0.1:5678 --token-file /tmp/llmpdb-1000/job-4242.token
 
-The job's log line names the exact command. The prompt has readline line editing, history (kept in
-``~/.llmpdb_attach_history``) and completion of command names; colours come from the server when this
-terminal has them. Ctrl-D detaches: the stop continues the program. After ``c`` the client stays attached
+The job's log line names the exact command. On a terminal the prompt is llmpdb's console
+(``llmpdb.console``: prompt_toolkit, the history of the local prompt, TAB completion of command names);
+where it cannot run, readline with its history in ``~/.llmpdb_attach_history``. Colours come from the
+server when this terminal has them. Ctrl-D detaches: the stop continues the program. After ``c`` the client stays attached
 and gets the program's next stop; while it runs, Ctrl-C stops it at its next line (as at a local prompt)
 and Ctrl-D detaches. Ctrl-C at the prompt clears the line. Exit status: 0 after a detach or the program's
 end, 1 when refused or unreachable, 2 for usage.
@@ -25,6 +26,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from .completion import CompletionContext
+from .console import terminal_console
 from .remote import RemoteError, connect, parse_target, socket_dir
 
 __all__ = ["main"]
@@ -58,6 +61,24 @@ def attachable() -> list[tuple[Path, int, str]]:
             cmdline = "?"
         found.append((path, pid, cmdline))
     return found
+
+
+def _line_editor(commands: list[str]):
+    """The terminal console (``llmpdb.console``: history in the state directory, command-name completion),
+    else readline where the console cannot run (``LLMPDB_PROMPT=plain``, ``TERM=dumb``, no terminal)."""
+    console = terminal_console()
+    if console is None:
+        return _readline(commands)
+    context = CompletionContext(commands={name: "" for name in commands}, expressions=False)
+    return _ConsoleEditor(console, lambda: context)
+
+
+class _ConsoleEditor:
+    def __init__(self, console, context):
+        self.console, self.context = console, context
+
+    def read(self, prompt: str) -> str:
+        return self.console.read(prompt, self.context)
 
 
 def _readline(commands: list[str]):
@@ -159,7 +180,7 @@ def _step(conn, state: dict) -> int | None:
         except ValueError:
             info = {}
         if state["readline"] is None:
-            state["readline"] = _readline(info.get("commands", []))
+            state["readline"] = _line_editor(info.get("commands", []))
             print(f"llmpdb: attached to pid {info.get('pid')}, stopped at {info.get('where', '?')}")
         else:
             print(f"llmpdb: the program stopped at {info.get('where', '?')}")
@@ -167,7 +188,7 @@ def _step(conn, state: dict) -> int | None:
         sys.stdout.write(text)
         sys.stdout.flush()
     elif kind == "P":
-        line = _ask(text)
+        line = _ask(text, state["readline"])
         if line is None:
             conn.send("D")
             conn.recv(timeout=5)
@@ -184,17 +205,18 @@ def _step(conn, state: dict) -> int | None:
 
 
 def _save_history(readline) -> None:
-    if readline is not None:
+    if readline is not None and not isinstance(readline, _ConsoleEditor):  # the console saves its own
         try:
             readline.write_history_file(HISTORY)
         except OSError:
             pass
 
 
-def _ask(prompt: str) -> str | None:
+def _ask(prompt: str, editor=None) -> str | None:
+    read = editor.read if isinstance(editor, _ConsoleEditor) else input
     while True:
         try:
-            return input(prompt)
+            return read(prompt)
         except EOFError:
             return None
         except KeyboardInterrupt:

@@ -23,6 +23,7 @@ from .base import BASE_NAME, BasePdb
 from .breakpoints import FastBreakpointsMixin, SafeInterruptMixin
 from .commands import COMMAND_MIXINS
 from .commands._command import CommandError
+from .console import ConsoleMixin
 from .distributed import DistributedMixin, rank_suffix
 from .headless import HeadlessMixin
 from .headless_policy import HeadlessPolicyMixin
@@ -254,7 +255,8 @@ def _build_class() -> type:
     engine = ((SafeInterruptMixin,) if os.environ.get("LLMPDB_FAST_BREAKPOINTS", "1") == "0"
               else (FastBreakpointsMixin,))
     bases = (DistributedMixin, *COMMAND_MIXINS, *engine, SteppingMixin, RecursiveDebugMixin, RestartMixin,
-             ThreadGateMixin, HeadlessPolicyMixin, HeadlessMixin, ColourMixin, _LlmpdbCore, BasePdb)
+             ThreadGateMixin, HeadlessPolicyMixin, HeadlessMixin, ConsoleMixin, ColourMixin, _LlmpdbCore,
+             BasePdb)
     return type("Pdb", bases, {"__module__": __name__, "__qualname__": "LlmpdbPdb",
                                "__doc__": f"llmpdb debugger on the {BASE_NAME} base."})
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import tempfile
 
 import pexpect
 
@@ -33,7 +34,9 @@ def clean(text: str) -> str:
 class PtySession:
     def __init__(self, args: list[str], *, env: dict | None = None, timeout: float = 90, width: int = 120,
                  executable: str = sys.executable):
-        full_env = {**os.environ, "NO_COLOR": "1", "COLUMNS": str(width), "TERM": "xterm", **(env or {})}
+        self._state = tempfile.TemporaryDirectory(prefix="llmpdb-state-")  # the prompt's history, not ~'s
+        full_env = {**os.environ, "NO_COLOR": "1", "COLUMNS": str(width), "TERM": "xterm",
+                    "XDG_STATE_HOME": self._state.name, **(env or {})}
         for key in [k for k, v in full_env.items() if v is None]:
             del full_env[key]
         self.child = pexpect.spawn(executable, args, cwd=ROOT, env=full_env, encoding="utf-8",
@@ -46,6 +49,7 @@ class PtySession:
     def __exit__(self, *exc) -> None:
         if self.child.isalive():
             self.child.terminate(force=True)
+        self._state.cleanup()
 
     def wait_prompt(self) -> str:
         self.child.expect(PROMPT)

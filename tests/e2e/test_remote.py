@@ -176,14 +176,14 @@ def test_attach_over_the_unix_socket(tmp_path, jobs, base):
     assert stat.S_IMODE(os.stat(os.path.dirname(sock_path)).st_mode) == 0o700
     assert os.path.basename(sock_path) == f"job-{job.proc.pid}.sock"
     home = str(tmp_path)
-    with client(args, job.env, home) as s:
+    with client(args, {**job.env, "XDG_STATE_HOME": str(tmp_path / "state")}, home) as s:
         first = s.wait_prompt()
         assert "attached to pid" in first and "job.py(7)work()" in first
         shapes = s.run("shapes")
         assert re.search(r"hidden\s+\(2, 3\)\s+f32", shapes), shapes
         s.child.send("stack-mo\t")  # completion of command names
         s.child.expect("stack-model")
-        s.child.send("\x15")  # readline: kill the line
+        s.child.send("\x15")  # Ctrl-U: kill the line
         s.child.expect_exact("\x1b[K")  # its redraw: the kill is done before the interrupt arrives
         s.child.sendintr()  # Ctrl-C at the prompt: a fresh prompt, the session goes on
         s.wait_prompt()
@@ -196,7 +196,7 @@ def test_attach_over_the_unix_socket(tmp_path, jobs, base):
     status, out = job.finish()
     assert status == 0 and "result 43" in out
     assert not os.path.exists(sock_path)  # removed at exit
-    assert "shapes\n" in (tmp_path / ".llmpdb_attach_history").read_text()
+    assert "+shapes\n" in (tmp_path / "state" / "llmpdb" / "history").read_text()  # the console's history
 
 
 def test_listen_option_waits_from_the_first_line(tmp_path, jobs):
