@@ -12,6 +12,7 @@ A candidate replaces the last ``-start`` characters before the cursor with ``tex
 - the first word: command names (hyphenated ones whole: ``stack-m`` -> ``stack-model``) and the names in
   the frame (locals over globals over builtins);
 - a word starting with ``-`` after a command: the options of its usage line (``shapes --st`` -> ``--stats``);
+- after ``help``/``h``: command names (``help stack-`` -> ``stack-model``);
 - after ``break-module``/``bm``: module paths of the root models (``model.layers.1.se`` -> ``self_attn``),
   walked through each module's ``_modules`` read from its instance ``__dict__``;
 - after ``statediff``, ``dump`` and ``snapshot``: file paths;
@@ -40,6 +41,7 @@ __all__ = ["Candidate", "CompletionContext", "completions", "MODULE_COMMANDS", "
 
 MODULE_COMMANDS = frozenset({"break-module", "bm", "break_module"})
 PATH_COMMANDS = frozenset({"statediff", "dump", "snapshot"})
+HELP_COMMANDS = frozenset({"help", "h"})
 _LIMIT = 500  # candidates offered at most (a namespace of thousands of names is not a menu)
 
 _OPTION = re.compile(r"--[A-Za-z][\w-]*")
@@ -311,6 +313,8 @@ def _completions(text: str, context: CompletionContext) -> list[Candidate]:
         return [Candidate(n, -len(first)) for n in names]
     command = _command_name(first, context)
     word = re.split(r"\s", text)[-1]
+    if command in HELP_COMMANDS and " " not in rest.strip(" "):  # help NAME: a command name
+        return [Candidate(c, -len(word)) for c in sorted(context.commands) if c.startswith(word)]
     if word.startswith("-") and command in context.commands:
         options = sorted(set(_OPTION.findall(context.commands[command])))
         return [Candidate(o, -len(word)) for o in options if o.startswith(word)]

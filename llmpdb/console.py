@@ -25,6 +25,7 @@ loop (running or only set) is left as it is.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -186,7 +187,12 @@ class Console:
             completer=_completer(self),
             complete_while_typing=False, multiline=True, key_bindings=_key_bindings(),
             prompt_continuation=lambda width, line, wrap: "...".ljust(width), enable_history_search=False,
-            reserve_space_for_menu=6, style=Style.from_dict({"llmpdb-prompt": "fg:ansidefault"}))
+            reserve_space_for_menu=6, style=Style.from_dict(_COLOUR_STYLE))
+        # While it reads, prompt_toolkit puts its own pdb behind breakpoint() (when the hook is Python's
+        # default): another thread's breakpoint() would open a plain pdb beside this stop instead of waiting
+        # for its turn at llmpdb's gate. The program's breakpoint() stays what it was.
+        if callable(getattr(self.session.app, "_enable_breakpointhook", None)):
+            self.session.app._enable_breakpointhook = contextlib.nullcontext
 
     @staticmethod
     def _own_input(stdin):
@@ -198,11 +204,20 @@ class Console:
         except (OSError, ValueError, AttributeError):
             return stdin
 
-    def read(self, prompt: str, context: Callable[[], CompletionContext] | None = None) -> str:
-        """Usage: ``console.read("(llmpdb) ")``; the line; EOFError (Ctrl-D), KeyboardInterrupt (Ctrl-C)."""
+    def read(self, prompt: str, context: Callable[[], CompletionContext] | None = None,
+             colour: bool = True) -> str:
+        """Usage: ``console.read("(llmpdb) ", colour=False)``; the line; EOFError (Ctrl-D), KeyboardInterrupt
+        (Ctrl-C). With ``colour`` False (``NO_COLOR``, the config's ``color = "never"``) the editor writes no
+        colour code: only attribute resets and reverse video for the completion menu's current entry."""
+        from prompt_toolkit.output import ColorDepth
+        from prompt_toolkit.styles import Style
+
         self.context = context
+        depth = None if colour else ColorDepth.DEPTH_1_BIT
+        style = _COLOUR_STYLE if colour else _MONOCHROME_STYLE
         try:
-            return self.session.prompt(lambda: _prompt_text(prompt), in_thread=True)
+            return self.session.prompt(lambda: _prompt_text(prompt), in_thread=True, color_depth=depth,
+                                       style=Style.from_dict(style))
         finally:
             self.context = None
 
@@ -221,6 +236,10 @@ def _prompt_text(prompt: str) -> list[tuple[str, str]]:
     return [("class:llmpdb-prompt", prompt)]
 
 
+_COLOUR_STYLE = {"llmpdb-prompt": "fg:ansidefault"}
+_MONOCHROME_STYLE = {"llmpdb-prompt": "fg:ansidefault",  # 1-bit depth writes no colour code for it
+                     "completion-menu.completion.current": "reverse",
+                     "completion-menu.meta.completion.current": "reverse"}
 _CONSOLE: list[Console] = []
 
 
@@ -286,7 +305,7 @@ class ConsoleMixin:
             else:
                 try:
                     self.stdout.flush()
-                    line = console.read(self.prompt, self._completion_context)
+                    line = console.read(self.prompt, self._completion_context, self.out_style().color)
                 except EOFError:
                     line = "EOF"
             line = self.precmd(line)

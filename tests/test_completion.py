@@ -38,6 +38,9 @@ def test_command_names_whole_with_hyphens_and_their_options(context):
     assert completions("stack-m", context)[0].start == -len("stack-m")
     assert _texts("shapes --st", context) == ["--stats"]
     assert _texts("bm x --", context) == ["--after", "--once"]
+    assert _texts("help stack-", context) == ["stack-model"]  # help's argument is a command name
+    assert _texts("h break-m", context) == ["break-module"]
+    assert _texts("help stack-model x", context) == []
 
 
 def test_attributes_of_a_model_output_are_its_keys(context):

@@ -16,6 +16,9 @@ from .pty_session import PROMPT, ROOT, PtySession, _ESCAPES
 pytestmark = pytest.mark.timeout(240)
 
 SGR = re.compile(r"\x1b\[[0-9;]*m")
+# A colour code: a foreground or background (30-49, 90-107; 38/48 with 256 or RGB). With colour off the line
+# editor still writes attribute resets (0) and reverse video (7), which NO_COLOR allows.
+COLOUR = re.compile(r"\x1b\[(?:[0-9]*;)*(?:3[0-9]|4[0-9]|9[0-7]|10[0-7])(?:;[0-9]*)*m")
 FRAGMENT = re.compile(r"\[[0-9;]+m")  # what is left of an escape sequence that was coloured again
 BANNER_START = "llmpdb: shapes · stack-model"
 SCRIPT = """\
@@ -101,7 +104,7 @@ def test_no_colour_with_no_color_and_banner_off(base, script, tmp_path):
         first = s.child.expect(PROMPT) == 0 and s.child.before
         out = [_raw(s, command) for command in ("c", "l", "shapes", "shapes nope")]
         s.finish("c")
-    assert not SGR.search(first + "".join(out)), repr(out)
+    assert not COLOUR.search(first + "".join(out)), repr(out)
     assert "y = model(x)" in out[1] and "f32" in out[2] and "*** shapes" in out[3]
     assert BANNER_START not in first + out[0]
 
@@ -113,7 +116,7 @@ def test_colour_setting_never_in_a_terminal(script, tmp_path):
         s.wait_prompt()
         out = [_raw(s, command) for command in ("c", "l", "shapes")]
         s.finish("c")
-    assert not SGR.search("".join(out)) and "y = model(x)" in out[1]
+    assert not COLOUR.search("".join(out)) and "y = model(x)" in out[1]
 
 
 @pytest.mark.parametrize("base", ["stdlib", "pdb++"])
