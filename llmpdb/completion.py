@@ -22,8 +22,12 @@ A candidate replaces the last ``-start`` characters before the cursor with ``tex
 A debugger is a guest: objects are never asked what they hold. Attributes come from the type's ``__mro__``
 dictionaries, the instance ``__dict__`` (through ``object.__getattribute__``), a module's
 ``_parameters``/``_buffers``/``_modules`` and, for a dict subclass (a transformers ``ModelOutput``), its
-string keys through ``dict.keys``; no property, ``__getattr__``, ``__dir__`` or ``keys`` method of a user
-object runs. A value that cannot be reached that way (a property) offers nothing.
+string keys through ``dict.keys``; no property, ``__getattr__``, ``__getattribute__``, ``__dir__``,
+``__class__``, ``__len__`` or ``keys`` method of a user object runs (``isinstance`` is judged on
+``type(obj).__mro__``; the instance ``__dict__`` is read only through the type's standard slot). A dict
+subclass offers its keys only when no user class before ``dict`` defines ``keys``, ``__iter__`` or
+``__getitem__`` (``ModelOutput``, ``OrderedDict``, ``defaultdict``, ``Counter`` do). A chain step that would
+run code (a property, a bound method, an object with its own ``__getattribute__``) offers nothing.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ import builtins
 import keyword
 import os
 import re
-from collections import UserDict
+import types
+from collections import Counter, OrderedDict, UserDict, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -73,26 +78,59 @@ class _Unreachable(Exception):
     """A value that cannot be read without running the object's own code."""
 
 
-def _instance_dict(obj) -> dict:
+_MRO = type.__dict__["__mro__"]
+_CLASS_DICT = type.__dict__["__dict__"]
+_NAME_OF = type.__dict__["__name__"]
+_DICT_SLOTS = (types.GetSetDescriptorType, types.MemberDescriptorType)
+_TRUSTED_DICTS = (OrderedDict, defaultdict, Counter)  # stdlib dict subclasses whose storage is their contents
+
+
+def _mro(klass) -> tuple:
     try:
-        found = object.__getattribute__(obj, "__dict__")
+        return _MRO.__get__(klass)
+    except (AttributeError, TypeError):
+        return ()
+
+
+def _class_dict(klass) -> Mapping:
+    try:
+        return _CLASS_DICT.__get__(klass)
     except (AttributeError, TypeError):
         return {}
-    return found if type(found) is dict else {}
 
 
-def _type_dicts(obj) -> list[dict]:
+def _lookup(klass, name: str):
+    """``name`` in ``klass``'s ``__mro__`` dictionaries (``(True, value)``), like ``inspect.getattr_static``."""
+    for base in _mro(klass):
+        space = _class_dict(base)
+        if name in space:
+            return True, space[name]
+    return False, None
+
+
+def _is_a(obj, klass) -> bool:
+    """``isinstance`` by ``type(obj).__mro__`` alone (``isinstance`` would read a ``__class__`` property)."""
+    return klass in _mro(type(obj))
+
+
+def _named_in_mro(obj, name: str) -> bool:
+    return any(_NAME_OF.__get__(k) == name for k in _mro(type(obj)))
+
+
+def _instance_dict(obj) -> dict:
+    """The instance ``__dict__``, read through the type's standard ``__dict__`` slot only (never a property)."""
+    found, slot = _lookup(type(obj), "__dict__")
+    if not found or type(slot) not in _DICT_SLOTS or slot.__name__ != "__dict__":
+        return {}
     try:
-        mro = type.__dict__["__mro__"].__get__(type(obj))
+        value = slot.__get__(obj, type(obj))
     except (AttributeError, TypeError):
-        return []
-    found = []
-    for klass in mro:
-        try:
-            found.append(type.__dict__["__dict__"].__get__(klass))
-        except (AttributeError, TypeError):
-            continue
-    return found
+        return {}
+    return value if type(value) is dict else {}
+
+
+def _type_dicts(obj) -> list[Mapping]:
+    return [_class_dict(klass) for klass in _mro(type(obj))]
 
 
 def _module_parts(obj) -> dict:
@@ -101,40 +139,59 @@ def _module_parts(obj) -> dict:
     parts: dict = {}
     for slot in ("_parameters", "_buffers", "_modules"):
         value = own.get(slot)
-        if isinstance(value, dict):
-            parts.update((k, v) for k, v in dict.items(value) if isinstance(k, str))
+        if _is_a(value, dict):
+            parts.update((k, v) for k, v in dict.items(value) if type(k) is str)
     return parts
 
 
 def _is_model_output(obj) -> bool:
-    return isinstance(obj, dict) and any(k.__name__ == "ModelOutput" for k in type(obj).__mro__)
+    return _is_a(obj, dict) and _named_in_mro(obj, "ModelOutput")
 
 
 def attribute_names(obj) -> list[str]:
     """Usage: ``attribute_names(outputs)`` -> ``["logits", ...]``; names found without running user code."""
     names: set[str] = set()
-    for space in _type_dicts(obj):
-        names.update(k for k in space if isinstance(k, str))
-    names.update(k for k in _instance_dict(obj) if isinstance(k, str))
+    spaces = _type_dicts(obj)
+    if _is_a(obj, type):  # a class: its own attributes, then its metaclass's
+        spaces = [_class_dict(klass) for klass in _mro(obj)] + spaces
+    for space in spaces:
+        names.update(k for k in space if type(k) is str)
+    names.update(k for k in _instance_dict(obj) if type(k) is str)
     names.update(_module_parts(obj))
     if _is_model_output(obj):  # its fields are its keys: a field left unset (None) is not offered
-        keys = {k for k in dict.keys(obj) if isinstance(k, str) and k.isidentifier()}
+        keys = {k for k in dict.keys(obj) if type(k) is str and k.isidentifier()}
         for space in _type_dicts(obj):
             fields = space.get("__dataclass_fields__")
-            if isinstance(fields, dict):
+            if type(fields) is dict:
                 names.difference_update(set(fields) - keys)
         names.update(keys)
     return sorted(names)
 
 
+def _storage_is_contents(obj) -> bool:
+    """Whether a dict subclass's own storage is what it shows: no user class before ``dict`` in its
+    ``__mro__`` defines ``keys``, ``__iter__`` or ``__getitem__`` (a transformers ``ModelOutput`` keeps its
+    fields as items and is trusted; ``OrderedDict``, ``defaultdict`` and ``Counter`` too)."""
+    if type(obj) is dict or _is_model_output(obj):
+        return True
+    for klass in _mro(type(obj)):
+        if klass is dict:
+            return True
+        if klass in _TRUSTED_DICTS:
+            continue
+        if any(name in _class_dict(klass) for name in ("keys", "__iter__", "__getitem__")):
+            return False
+    return True
+
+
 def _mapping_of(obj) -> dict | None:
     """The plain dict behind ``obj``: a dict (subclass) itself, a ``UserDict``/``BatchEncoding``'s ``data``."""
-    if isinstance(obj, dict):
-        return obj
-    data = _instance_dict(obj).get("data")
-    if isinstance(data, dict) and (isinstance(obj, UserDict) or any(
-            k.__name__ == "BatchEncoding" for k in type(obj).__mro__)):
-        return data
+    if _is_a(obj, dict):
+        return obj if _storage_is_contents(obj) else None
+    if _is_a(obj, UserDict) or _named_in_mro(obj, "BatchEncoding"):
+        data = _instance_dict(obj).get("data")
+        if type(data) is dict:
+            return data
     return None
 
 
@@ -143,10 +200,25 @@ def dict_keys(obj) -> list[str]:
     mapping = _mapping_of(obj)
     if mapping is None:
         return []
-    return sorted(k for k in dict.keys(mapping) if isinstance(k, str))
+    return sorted(k for k in dict.keys(mapping) if type(k) is str)
+
+
+def _is_data_descriptor(value) -> bool:
+    return _lookup(type(value), "__set__")[0] or _lookup(type(value), "__delete__")[0]
 
 
 def _attribute(obj, name: str):
+    """``obj.name`` the way ``inspect.getattr_static`` sees it; ``_Unreachable`` where code would run."""
+    if _is_a(obj, type):
+        found, value = _lookup(obj, name)
+        if found and not _lookup(type(value), "__get__")[0]:
+            return value
+        raise _Unreachable(name)
+    found, value = _lookup(type(obj), name)
+    if _lookup(type(obj), "__getattribute__")[1] is not object.__getattribute__ and not _is_a(obj, dict):
+        raise _Unreachable(name)  # its own __getattribute__ decides what obj.name is
+    if found and _is_data_descriptor(value):
+        raise _Unreachable(name)  # a property (or slot) wins over the instance dict and must run
     own = _instance_dict(obj)
     if name in own:
         return own[name]
@@ -155,24 +227,20 @@ def _attribute(obj, name: str):
         return parts[name]
     if _is_model_output(obj) and dict.__contains__(obj, name):
         return dict.__getitem__(obj, name)
-    for space in _type_dicts(obj):
-        if name in space:
-            value = space[name]
-            if isinstance(obj, type) or not hasattr(type(value), "__get__"):
-                return value  # a class attribute that is plain data (a method or property would have to run)
-            raise _Unreachable(name)
+    if found and not _lookup(type(value), "__get__")[0]:
+        return value  # a class attribute that is plain data (a method or property would have to run)
     raise _Unreachable(name)
 
 
 def _item(obj, key):
     if isinstance(key, int):
-        if isinstance(obj, (list, tuple)):
+        if type(obj) in (list, tuple):
             try:
-                return (list.__getitem__ if isinstance(obj, list) else tuple.__getitem__)(obj, key)
+                return (list.__getitem__ if type(obj) is list else tuple.__getitem__)(obj, key)
             except IndexError:
                 raise _Unreachable(key) from None
         modules = _instance_dict(obj).get("_modules")
-        if isinstance(modules, dict) and str(key) in modules:
+        if type(modules) is dict and str(key) in modules:
             return modules[str(key)]
     mapping = _mapping_of(obj)
     if mapping is not None and dict.__contains__(mapping, key):
@@ -250,18 +318,18 @@ def module_paths(word: str, roots: list) -> list[Candidate]:
     for root in roots:
         module = root
         inner = _instance_dict(module).get("_modules")
-        if isinstance(inner, dict) and set(inner) == {"module"}:  # DDP / FSDP: names start inside the wrapper
+        if type(inner) is dict and set(dict.keys(inner)) == {"module"}:  # DDP / FSDP: names start inside the wrapper
             module = inner["module"]
         for part in parents.split(".") if parents else []:
             children = _instance_dict(module).get("_modules")
-            module = children.get(part) if isinstance(children, dict) else None
+            module = dict.get(children, part) if type(children) is dict else None
             if module is None:
                 break
         if module is None:
             continue
         children = _instance_dict(module).get("_modules")
-        if isinstance(children, dict):
-            found.update(k for k, v in dict.items(children) if isinstance(k, str) and v is not None)
+        if type(children) is dict:
+            found.update(k for k, v in dict.items(children) if type(k) is str and v is not None)
     return [Candidate(n, -len(prefix)) for n in sorted(found) if n.startswith(prefix)]
 
 

@@ -28,36 +28,19 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from pathlib import Path
 from typing import Callable
 
 from .completion import CompletionContext, completions
+from .console_history import DEFAULT_HISTORY_SIZE, history_path, history_size
+from .console_history import open_history as _open_history
 from .headless import stream_is_terminal
 
 __all__ = ["Console", "ConsoleMixin", "terminal_console", "plain_reason", "history_path", "history_size",
            "DEFAULT_HISTORY_SIZE", "continues"]
 
-DEFAULT_HISTORY_SIZE = 1000
 _BLOCK_WORDS = frozenset({"if", "for", "while", "def", "class", "with", "try", "async", "elif", "else",
                           "except", "finally", "match"})
 _NATIVE_CONTINUATION = sys.version_info >= (3, 13)  # pdb's default() reads continuation lines itself
-
-
-def history_path() -> Path:
-    """Usage: ``history_path()`` -> ``~/.local/state/llmpdb/history`` (``$XDG_STATE_HOME`` when set)."""
-    state = os.environ.get("XDG_STATE_HOME", "").strip()
-    base = Path(state) if state and os.path.isabs(state) else Path.home() / ".local" / "state"
-    return base / "llmpdb" / "history"
-
-
-def history_size() -> int:
-    """Usage: ``history_size()`` -> entries kept: ``$LLMPDB_HISTORY_SIZE``, else the config file's
-    ``history_size``, else 1000."""
-    text = os.environ.get("LLMPDB_HISTORY_SIZE", "").strip()
-    if text.isdigit():
-        return int(text)
-    from .config_file import config
-    return config().history_size
 
 
 def continues(text: str) -> bool:
@@ -87,47 +70,6 @@ def plain_reason(stdin=None, stdout=None) -> str | None:
     except ImportError:
         return "prompt_toolkit is not installed"
     return None
-
-
-def _open_history():
-    """A FileHistory on the state file (created 0700/0600, trimmed to the size); in memory when it cannot be."""
-    from prompt_toolkit.history import FileHistory, InMemoryHistory
-
-    path = history_path()
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
-    except OSError:
-        return InMemoryHistory()
-
-    class _StateHistory(FileHistory):
-        def load_history_strings(self):
-            entries = list(super().load_history_strings())  # newest first
-            keep = history_size()
-            if len(entries) > keep:
-                entries = entries[:keep]
-                try:
-                    _rewrite(path, entries)
-                except OSError:
-                    pass
-            return entries
-
-        def store_string(self, string: str) -> None:
-            try:
-                super().store_string(string)
-            except OSError:  # a full or read-only disk: the entry stays in this session's memory
-                pass
-
-    return _StateHistory(str(path))
-
-
-def _rewrite(path: Path, newest_first: list[str]) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        for entry in reversed(newest_first):
-            out.write("\n# llmpdb\n" + "".join(f"+{line}\n" for line in entry.split("\n")))
-    os.replace(temporary, path)
 
 
 def _completer(console: "Console"):

@@ -152,3 +152,19 @@ def test_ctrl_c_cancels_the_line_and_ctrl_d_quits_as_before(tmp_path, base):
             s.child.close()
             statuses.append((s.child.exitstatus, "finished" in tail))
     assert statuses[0] == statuses[1]
+
+
+@pytest.mark.parametrize("base", BASES)
+def test_history_recalls_with_up_after_an_in_process_restart(tmp_path, base):
+    script = _script(tmp_path, SMALL_SCRIPT)
+    with PtySession(["-m", "llmpdb", script], env=_env(base)) as s:
+        s.wait_prompt()
+        assert s.run("p 12345").strip() == "12345"
+        s.run("restart")
+        s.child.send("\x1b[A")  # Up at the new first stop: the newest entry is the restart itself
+        s.child.expect_exact("restart", timeout=30)
+        s.child.send("\x1b[A")  # and before it the command typed before the restart
+        s.child.expect_exact("p 12345", timeout=30)
+        assert _enter(s).strip() == "12345"
+        s.child.sendline("q")
+        s.child.expect(pexpect.EOF)
