@@ -236,8 +236,28 @@ def model_state(obj: Any, label: str | None = None) -> tuple[CheckpointInfo, dic
         if len(set(names)) > 1:
             for name in names:
                 aliases.setdefault(name, set()).update(n for n in names if n != name)
+    on_meta = _meta_names(obj)
+    meta = [n for n in tensors if n in on_meta]
+    if meta:
+        notes.append(f"meta: values unknown for {len(meta)} tensor{'s' if len(meta) != 1 else ''} of {label} "
+                     f"on the meta device ({meta[0]}{'…' if len(meta) > 1 else ''}); only names, shapes and "
+                     "dtypes compared")
     info = CheckpointInfo(label, kind, tensors, [], nested, notes)
     return info, aliases, class_ties
+
+
+def _meta_names(obj: Any) -> set[str]:
+    """Names of ``obj``'s tensors (module parameters/buffers or mapping entries) on the meta device."""
+    out: set[str] = set()
+    if is_module(obj):
+        for prefix, module in obj.named_modules(remove_duplicate=False):
+            base = f"{prefix}." if prefix else ""
+            for store in (getattr(module, "_parameters", None) or {}, getattr(module, "_buffers", None) or {}):
+                out.update(base + n for n, t in list(store.items()) if t is not None and t.device.type == "meta")
+    elif issubclass(type(obj), Mapping):
+        found = find_state_dict(obj if type(obj) is dict else dict(obj), "")[0]
+        out.update(n for n, t in found.items() if t.device.type == "meta")
+    return out
 
 
 def _apply(steps: Sequence[tuple[str, str]], keys: Mapping[str, TensorMeta]) -> dict[str, tuple[str, TensorMeta]]:
