@@ -289,6 +289,11 @@ def _discovered(model_keys: Sequence[str], other: Mapping[str, Any]) -> list[tup
     return sorted(counts, key=lambda c: -counts[c])[:4]
 
 
+class AmbiguousPrefix(Exception):
+    """Several key renamings explain the same number of model names: ``args = (descriptions, before, after,
+    total)``."""
+
+
 def _detect_prefix(model_keys, other, aliases, base_prefix: str | None) -> PrefixFix | None:
     prefixes = list(PREFIXES)
     if base_prefix and f"{base_prefix}." not in prefixes:
@@ -300,13 +305,19 @@ def _detect_prefix(model_keys, other, aliases, base_prefix: str | None) -> Prefi
     candidates = list(dict.fromkeys(candidates + _discovered(model_keys, other)))
     steps: list[tuple[str, str]] = []
     for _ in range(3):
-        choice = None
+        choice, ties = None, []
         for step in candidates:
             score = _found(model_keys, _apply(steps + [step], other), aliases)
             if score > best:
-                best, choice = score, step
+                best, choice, ties = score, step, [step]
+            elif choice is not None and score == best:
+                ties.append(step)
         if choice is None:
             break
+        results = {frozenset(_apply(steps + [t], other)) for t in ties}
+        if len(results) > 1:  # several renamings explain as many names: name them, pick none
+            fits = [PrefixFix(tuple(steps + [t]), before, best, len(model_keys)).describe() for t in ties]
+            raise AmbiguousPrefix(fits, before, best, len(model_keys))
         steps.append(choice)
         if best == len(model_keys):
             break
@@ -324,7 +335,13 @@ def diff_states(
     """Usage: ``diff_states(model_info, checkpoint_info, aliases)``; the pure comparison behind ``statediff``."""
     aliases = aliases or {}
     keys = list(model.tensors)
-    fix = _detect_prefix(keys, other.tensors, aliases, base_prefix)
+    ambiguity = None
+    try:
+        fix = _detect_prefix(keys, other.tensors, aliases, base_prefix)
+    except AmbiguousPrefix as exc:
+        fits, before, after, total = exc.args
+        fix, ambiguity = None, (f"ambiguous prefix: {' or '.join(fits)} each give {after}/{total} names "
+                                f"({before}/{total} as saved); none applied")
     renamed = _apply(fix.steps if fix else (), other.tensors)
     ties = {**{v: k for k, v in (class_ties or {}).items()}, **(class_ties or {})}
     diff = StateDiff(
@@ -333,6 +350,8 @@ def diff_states(
         nested_under=other.nested_under, notes=list(model.notes) + list(other.notes),
         model_names=keys, other_names=list(other.tensors),
     )
+    if ambiguity:
+        diff.notes.insert(0, ambiguity)
     for name in keys:
         mine = model.tensors[name]
         if name not in renamed:
