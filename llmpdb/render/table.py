@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 from .style import Style, strip_ansi, visible_len
 
-__all__ = ["render_table", "ellipsize", "fit_columns", "table_width"]
+__all__ = ["render_table", "ellipsize", "fit_columns", "table_width", "fit_text"]
 
 
 def ellipsize(text: str, limit: int) -> str:
@@ -40,6 +40,15 @@ def ellipsize(text: str, limit: int) -> str:
     head = (limit - 1) // 2
     tail = limit - 1 - head
     return plain[:head] + "…" + (plain[-tail:] if tail else "")
+
+
+def fit_text(text: str, width: int, indent: str = "  ") -> list[str]:
+    """Usage: ``fit_text("a long note", 40)`` -> lines of at most ``width`` columns (plain text), continuation
+    lines indented; a word longer than the width is broken."""
+    import textwrap
+
+    return textwrap.wrap(text, max(width, len(indent) + 8), subsequent_indent=indent,
+                         break_on_hyphens=False) or [text]
 
 
 def table_width(headers: Sequence[str], rows: Sequence[Sequence[str]], gap: int = 2) -> int:
