@@ -67,7 +67,7 @@ def render_holdings(holdings: list[Holding], *, width: int = 100, style: Style |
     """Usage: ``render_holdings(holdings)``; one row per model / gradients / kv cache / optimizer."""
     style = style or Style()
     if not holdings:
-        return ["models, KV caches, optimizers in sight: none"]
+        return fit_text("models, KV caches, optimizers in sight: none", width)
     rows = [[h.kind, h.name, "?" if h.nbytes is None else human_bytes(h.nbytes), h.detail] for h in holdings]
     return _table(["held by", "name", "bytes", "detail"], rows, width, _HOLDING_STEPS, ["bytes"], style)
 

@@ -32,3 +32,37 @@ def test_mem_show_and_shapes_fit_narrow_widths(width):
     assert too_long == []
     assert "largest tensors" in replies[0] and "CUDA: not in use" in replies[0]
     assert "finite values in 10 bins" in " ".join(replies[1].split())
+
+
+def cjk_stop():
+    d = {"注意力": torch.randn(2, 3), "attention_weights": torch.ones(4, 5)}
+    breakpoint()
+    return d
+
+
+def _cells(text: str) -> int:
+    import unicodedata
+
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+@pytest.mark.parametrize("width", [40, 100])
+def test_wide_characters_are_measured_in_display_cells(width):
+    out = debug_transcript(cjk_stop, ["c", "shapes", "mem", "c"], width=width)
+    shapes, mem = out.split(PROMPT)[2:4]
+    for block in (shapes, mem):
+        lines = block.rstrip("\n").split("\n")
+        assert all(_cells(line) <= width for line in lines), lines
+        table = [line for line in lines if line.startswith(("path", "d["))]
+        assert len(table) == 3
+        starts = {_cells(line[:line.index("(")]) for line in table[1:]}  # where the shape column begins
+        assert starts == {_cells(table[0][:table[0].index("shape")])}, table
+
+
+def test_visible_len_and_ellipsize_count_cells():
+    from llmpdb.render.style import visible_len
+    from llmpdb.render.table import ellipsize
+
+    assert visible_len("注意力") == 6 and visible_len("\x1b[1ma\x1b[0m") == 1 and visible_len("é") == 1
+    cut = ellipsize("注意力权重矩阵的名字", 9)
+    assert visible_len(cut) <= 9 and cut.startswith("注意") and cut.endswith("名字")
