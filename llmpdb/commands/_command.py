@@ -28,7 +28,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-__all__ = ["CommandError", "command", "usage_of", "parse_args", "Args", "split_words"]
+__all__ = ["CommandError", "command", "usage_of", "parse_args", "Args", "split_words", "whole_number"]
 
 
 class CommandError(Exception):
@@ -126,6 +126,21 @@ class Args:
         return self.options.get(name, default)
 
 
+def whole_number(low: int, high: int) -> Callable[[str], int]:
+    """Usage: ``options={"--depth": whole_number(0, 1000)}``; a converter accepting only the digits of a whole
+    number from ``low`` to ``high`` (no sign games, fractions, exponents or 5000-digit numbers)."""
+    def convert(text: str) -> int:
+        digits = text.strip()
+        body = digits[1:] if digits[:1] in "+-" else digits
+        if not body.isascii() or not body.isdigit() or len(body) > 30:
+            raise ValueError(f"needs a whole number from {low} to {high}")
+        value = int(digits)
+        if not low <= value <= high:
+            raise ValueError(f"needs a whole number from {low} to {high}")
+        return value
+    return convert
+
+
 def _is_option_word(word: str) -> bool:
     return word.startswith("--") and len(word) > 2 and word[2].isalpha()
 
@@ -169,7 +184,8 @@ def parse_args(arg: str | None, usage: Any = "", *, flags: set[str] | frozenset[
                 found[name] = options[name](value)
             except (TypeError, ValueError) as exc:
                 detail = f": {exc}" if str(exc) and "invalid literal" not in str(exc) else ""
-                raise CommandError(f"bad value for {name}: {value!r}{detail}{hint}") from None
+                shown = value if len(value) <= 40 else value[:24] + "…" + value[-12:]
+                raise CommandError(f"bad value for {name}: {shown!r}{detail}{hint}") from None
             cut.append((a, b))
         elif _is_option_word(word):
             raise CommandError(f"unknown option {name}{hint}")

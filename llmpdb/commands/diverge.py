@@ -54,8 +54,8 @@ def _tolerance(text: str) -> float:
         value = float(text)
     except ValueError:
         raise ValueError("needs a number >= 0") from None
-    if not value >= 0:
-        raise ValueError("needs a number >= 0")
+    if not 0 <= value < float("inf"):
+        raise ValueError("needs a finite number >= 0")
     return value
 
 

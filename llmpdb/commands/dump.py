@@ -36,8 +36,8 @@ _OPTIONS_HINT = "--max-mib N, --yes"
 
 def _max_mib(text: str) -> float:
     value = float(text)
-    if not value > 0:
-        raise ValueError("a number of MiB > 0")
+    if not 0 < value <= 10**9:
+        raise ValueError("a number of MiB > 0 and at most 1000000000")
     return value
 
 

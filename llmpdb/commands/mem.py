@@ -10,16 +10,12 @@ Metadata only (``inspect.memory``): no tensor data is read and CUDA is never ini
 
 from __future__ import annotations
 
-from ._command import CommandError, command, parse_args
+from ._command import CommandError, command, parse_args, whole_number
 
 __all__ = ["MemCommands"]
 
 
-def _top(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError("needs a number >= 1")
-    return value
+_top = whole_number(1, 1_000_000)
 
 
 class MemCommands:

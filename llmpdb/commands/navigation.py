@@ -23,7 +23,7 @@ import weakref
 
 from ..session import SESSION, register_stop_note
 from ..units import plural
-from ._command import CommandError, command, parse_args
+from ._command import CommandError, command, parse_args, whole_number
 
 if TYPE_CHECKING:  # annotations only: the module is imported at first use
     from ..render.style import Style
@@ -33,15 +33,7 @@ __all__ = ["NavigationCommands", "render_stack_model", "render_stop_header", "us
 _ROOT_KEY = "navigation-root"
 
 
-def _count(text: str) -> int:
-    """``--after N``: a whole number >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise CommandError(f"--after needs a whole number, not {text!r}") from None
-    if value < 0:
-        raise CommandError("--after needs a number >= 0")
-    return value
+_count = whole_number(0, 10**9)
 
 
 def _root_state() -> dict:

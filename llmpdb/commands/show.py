@@ -16,18 +16,14 @@ from __future__ import annotations
 import os
 import shutil
 
-from ._command import CommandError, command, parse_args
+from ._command import CommandError, command, parse_args, whole_number
 
 __all__ = ["ShowCommands"]
 
 MAX_ROWS = 40
 
 
-def _bins(text: str) -> int:
-    value = int(text)
-    if not 1 <= value <= 1000:
-        raise ValueError("needs a number from 1 to 1000")
-    return value
+_bins = whole_number(1, 1000)
 
 
 def _terminal_rows() -> int:

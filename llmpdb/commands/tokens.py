@@ -9,18 +9,14 @@ Usage (at the prompt)::
 
 from __future__ import annotations
 
-from ._command import CommandError, command, parse_args
+from ._command import CommandError, command, parse_args, whole_number
 
 __all__ = ["TokensCommands"]
 
 ROW_LIMIT = 4
 
 
-def _row(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise ValueError("needs a number >= 0")
-    return value
+_row = whole_number(0, 10**9)
 
 
 class TokensCommands:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import ast
 
 from ..session import SESSION, register_stop_note
-from ._command import CommandError, command, parse_args
+from ._command import CommandError, command, parse_args, whole_number
 
 if TYPE_CHECKING:  # annotations only: the module is imported at first use
     from ..forward.trace import ForwardTrace
@@ -29,11 +29,7 @@ __all__ = ["TraceCommands", "is_call_expression"]
 _ARMED_KEY = "trace-armed"
 
 
-def _depth(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise ValueError("needs a number >= 0")
-    return value
+_depth = whole_number(0, 1000)
 
 
 def is_call_expression(text: str) -> bool:

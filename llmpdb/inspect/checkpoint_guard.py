@@ -334,6 +334,19 @@ def _parse_constant(text: str) -> float:
     raise _HeaderProblem(f"{text} is not JSON")
 
 
+class _DuplicateKey(Exception):
+    pass
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:  # json.loads would keep the last silently; readers may have kept the first
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
 def _show(value: Any) -> str:
     text = repr(value) if not isinstance(value, list) else "[" + ", ".join(map(repr, value[:8])) + (
         ", …]" if len(value) > 8 else "]")
@@ -368,11 +381,15 @@ def _entry(key: str, entry: Any, data_size: int) -> tuple[str, tuple[int, ...], 
 
 
 def load_json(raw: bytes, name: str, what: str) -> Any:
-    """Usage: ``load_json(raw, "index.json", "index")``; JSON with numbers of at most 19 digits, no NaN, a
-    bounded depth; every failure one ``CheckpointError`` line (``{name}: refused: {what} holds ...``)."""
+    """Usage: ``load_json(raw, "index.json", "index")``; JSON with numbers of at most 19 digits, no NaN, no
+    duplicate key in any object, a bounded depth; every failure one ``CheckpointError`` line (``{name}: refused: {what} holds ...``)."""
     try:
         return json.loads(raw.decode("utf-8"), parse_int=_parse_int, parse_float=_parse_float,
-                          parse_constant=_parse_constant)
+                          parse_constant=_parse_constant, object_pairs_hook=_unique_pairs)
+    except _DuplicateKey as exc:
+        key = str(exc.args[0])
+        key = key if len(key) <= 60 else key[:40] + "…" + key[-19:]
+        raise CheckpointError(f"{name}: refused: duplicate key {key!r} in the {what}") from None
     except _HeaderProblem as exc:
         raise CheckpointError(f"{name}: refused: {what} holds {exc}") from None
     except RecursionError:

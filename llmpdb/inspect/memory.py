@@ -230,7 +230,8 @@ def cache_holdings(caches: list[tuple[str, Any]]) -> list[Holding]:
             out.append(Holding("kv cache", f"{name} ({type_name(cache)})", None, f"? ({type(exc).__name__})"))
             continue
         seq = f" · seq {report.seq}" if report.seq is not None else ""
-        out.append(Holding("kv cache", f"{name} ({report.class_name})", report.nbytes,
+        resident = 0 if report.device == "meta" else report.nbytes  # meta tensors hold no storage
+        out.append(Holding("kv cache", f"{name} ({report.class_name})", resident,
                            f"{len(report.main_layers)} layers{seq}"
                            + (f" · {report.dtype} {report.device}" if report.dtype else "")))
     return out

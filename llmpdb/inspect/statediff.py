@@ -236,8 +236,28 @@ def model_state(obj: Any, label: str | None = None) -> tuple[CheckpointInfo, dic
         if len(set(names)) > 1:
             for name in names:
                 aliases.setdefault(name, set()).update(n for n in names if n != name)
+    on_meta = _meta_names(obj)
+    meta = [n for n in tensors if n in on_meta]
+    if meta:
+        notes.append(f"meta: values unknown for {len(meta)} tensor{'s' if len(meta) != 1 else ''} of {label} "
+                     f"on the meta device ({meta[0]}{'…' if len(meta) > 1 else ''}); only names, shapes and "
+                     "dtypes compared")
     info = CheckpointInfo(label, kind, tensors, [], nested, notes)
     return info, aliases, class_ties
+
+
+def _meta_names(obj: Any) -> set[str]:
+    """Names of ``obj``'s tensors (module parameters/buffers or mapping entries) on the meta device."""
+    out: set[str] = set()
+    if is_module(obj):
+        for prefix, module in obj.named_modules(remove_duplicate=False):
+            base = f"{prefix}." if prefix else ""
+            for store in (getattr(module, "_parameters", None) or {}, getattr(module, "_buffers", None) or {}):
+                out.update(base + n for n, t in list(store.items()) if t is not None and t.device.type == "meta")
+    elif issubclass(type(obj), Mapping):
+        found = find_state_dict(obj if type(obj) is dict else dict(obj), "")[0]
+        out.update(n for n, t in found.items() if t.device.type == "meta")
+    return out
 
 
 def _apply(steps: Sequence[tuple[str, str]], keys: Mapping[str, TensorMeta]) -> dict[str, tuple[str, TensorMeta]]:
@@ -269,6 +289,11 @@ def _discovered(model_keys: Sequence[str], other: Mapping[str, Any]) -> list[tup
     return sorted(counts, key=lambda c: -counts[c])[:4]
 
 
+class AmbiguousPrefix(Exception):
+    """Several key renamings explain the same number of model names: ``args = (descriptions, before, after,
+    total)``."""
+
+
 def _detect_prefix(model_keys, other, aliases, base_prefix: str | None) -> PrefixFix | None:
     prefixes = list(PREFIXES)
     if base_prefix and f"{base_prefix}." not in prefixes:
@@ -280,13 +305,19 @@ def _detect_prefix(model_keys, other, aliases, base_prefix: str | None) -> Prefi
     candidates = list(dict.fromkeys(candidates + _discovered(model_keys, other)))
     steps: list[tuple[str, str]] = []
     for _ in range(3):
-        choice = None
+        choice, ties = None, []
         for step in candidates:
             score = _found(model_keys, _apply(steps + [step], other), aliases)
             if score > best:
-                best, choice = score, step
+                best, choice, ties = score, step, [step]
+            elif choice is not None and score == best:
+                ties.append(step)
         if choice is None:
             break
+        results = {frozenset(_apply(steps + [t], other)) for t in ties}
+        if len(results) > 1:  # several renamings explain as many names: name them, pick none
+            fits = [PrefixFix(tuple(steps + [t]), before, best, len(model_keys)).describe() for t in ties]
+            raise AmbiguousPrefix(fits, before, best, len(model_keys))
         steps.append(choice)
         if best == len(model_keys):
             break
@@ -304,7 +335,13 @@ def diff_states(
     """Usage: ``diff_states(model_info, checkpoint_info, aliases)``; the pure comparison behind ``statediff``."""
     aliases = aliases or {}
     keys = list(model.tensors)
-    fix = _detect_prefix(keys, other.tensors, aliases, base_prefix)
+    ambiguity = None
+    try:
+        fix = _detect_prefix(keys, other.tensors, aliases, base_prefix)
+    except AmbiguousPrefix as exc:
+        fits, before, after, total = exc.args
+        fix, ambiguity = None, (f"ambiguous prefix: {' or '.join(fits)} each give {after}/{total} names "
+                                f"({before}/{total} as saved); none applied")
     renamed = _apply(fix.steps if fix else (), other.tensors)
     ties = {**{v: k for k, v in (class_ties or {}).items()}, **(class_ties or {})}
     diff = StateDiff(
@@ -313,6 +350,8 @@ def diff_states(
         nested_under=other.nested_under, notes=list(model.notes) + list(other.notes),
         model_names=keys, other_names=list(other.tensors),
     )
+    if ambiguity:
+        diff.notes.insert(0, ambiguity)
     for name in keys:
         mine = model.tensors[name]
         if name not in renamed:

@@ -19,6 +19,7 @@ import math
 from ..inspect.heatmap import MASKED, NAN, POSINF, HeatGrid, Histogram
 from ..units import format_number, format_shape, plural
 from .style import Style, visible_len
+from .table import ellipsize, fit_text
 
 __all__ = ["RAMP", "render_heatmap", "render_histogram", "glyph_level"]
 
@@ -93,9 +94,11 @@ def render_heatmap(grid: HeatGrid, expr: str, *, width: int = 100, style: Style 
     values = "no finite values" if grid.low is None else f"values {format_number(grid.low)} … {format_number(grid.high)}"
     scale = ("one cell per value" if (block_r, block_c) == (1, 1)
              else f"each cell the mean of up to {block_r}×{block_c} values")
+    expr = ellipsize(expr, max(12, width // 2))
     head = f"{expr}  {grid.dtype} {format_shape((h, w))}  {values}  ({scale})"
     if len(head) > width:
-        head = f"{expr}  {grid.dtype} {format_shape((h, w))}  {values}\n({scale})"
+        head = "\n".join(fit_text(f"{expr}  {grid.dtype} {format_shape((h, w))}  {values}", width)
+                         + fit_text(f"({scale})", width))
     labels = [_span(grid.row_edges, i) for i in range(r)]
     pad = max(len(label) for label in labels)
     first, last = str(grid.col_edges[0]), str(grid.col_edges[-1] - 1)
@@ -114,8 +117,9 @@ def render_histogram(hist: Histogram, expr: str, *, width: int = 100, style: Sty
     specials = [f"{_SPECIAL_TEXT[k]} {n}" for k, n in ((MASKED, hist.masked), (NAN, hist.nan), (POSINF, hist.posinf))
                 if n]
     extra = f"; not counted: {', '.join(specials)}" if specials else ""
-    head = f"{expr}  {hist.dtype} {format_shape(hist.shape)}  {plural(hist.total, 'finite value')} in {plural(len(hist.counts), 'bin')}{extra}"
-    lines = [style.header(head) if style.color else head]
+    head = (f"{ellipsize(expr, max(12, width // 2))}  {hist.dtype} {format_shape(hist.shape)}  "
+            f"{plural(hist.total, 'finite value')} in {plural(len(hist.counts), 'bin')}{extra}")
+    lines = [style.header(h) if style.color else h for h in fit_text(head, width)]
     if not hist.counts:
         lines.append("(no finite values to count)")
         return "\n".join(lines)

@@ -72,7 +72,7 @@ def _summary(report: CacheReport, path: str, style: Style, width: int) -> str:
     where = " ".join(x for x in (report.dtype, report.device) if x)
     if where:
         parts.append(where)
-    parts.append(human_bytes(report.nbytes))
+    parts.append("0 B resident (meta)" if report.device == "meta" else human_bytes(report.nbytes))
     return _pack(parts, width)
 
 
@@ -90,7 +90,9 @@ def _pack(parts: list[str], width: int) -> str:
 def _memory(report: CacheReport, width: int) -> str:
     if report.formula_bytes is None:
         return ""
-    if report.formula_bytes == report.nbytes:
+    if report.device == "meta":  # no storage: the formula is what it would take once materialised
+        text = f"memory 0 B resident (meta tensors); {human_bytes(report.formula_bytes)} once materialised = {report.formula}"
+    elif report.formula_bytes == report.nbytes:
         text = f"memory {human_bytes(report.nbytes)} = {report.formula}"
     else:
         text = (f"memory {human_bytes(report.nbytes)} ≠ {human_bytes(report.formula_bytes)} from "
@@ -245,7 +247,8 @@ def render_layer(
         headers += ["min", "max", "mean", "std", "nan", "inf"]
     rows = []
     for meta in tensors:
-        row = [meta.name, format_shape(meta.shape), meta.dtype, meta.device, human_bytes(meta.nbytes)]
+        row = [meta.name, format_shape(meta.shape), meta.dtype, meta.device,
+               "meta" if meta.device == "meta" else human_bytes(meta.nbytes)]
         if stats is not None:
             st = stats.get(meta.name)
             if isinstance(st, TensorStats):

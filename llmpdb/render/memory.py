@@ -14,7 +14,7 @@ from __future__ import annotations
 from ..inspect.memory import DeviceMemory, Holding, MemoryReport, TensorBytes
 from ..units import format_shape, human_bytes, plural
 from .style import Style
-from .table import fit_columns, render_table
+from .table import fit_columns, fit_text, render_table
 
 __all__ = ["render_memory", "render_cuda", "render_largest", "render_holdings"]
 
@@ -28,7 +28,7 @@ def _table(headers, rows, width, steps, right, style) -> list[str]:
     right_cols = [headers.index(name) for name in right if name in headers]
     out = [render_table(headers, rows, width=width, shrink=(), right=right_cols, style=style)]
     if hidden:
-        out.append(f"(columns hidden to fit {width}: {', '.join(hidden)})")
+        out.extend(fit_text(f"(columns hidden to fit {width}: {', '.join(hidden)})", width))
     return out
 
 
@@ -36,7 +36,7 @@ def render_cuda(cuda: tuple[DeviceMemory, ...] | None, *, width: int = 100, styl
     """Usage: ``render_cuda(None)`` -> ``["CUDA: not in use"]``; else a table of the devices' counters."""
     style = style or Style()
     if cuda is None:
-        return ["CUDA: not in use (torch.cuda is not initialised)"]
+        return fit_text("CUDA: not in use (torch.cuda is not initialised)", width)
     if not cuda:
         return ["CUDA: initialised, no devices"]
     rows = [[d.device, human_bytes(d.allocated), human_bytes(d.reserved), human_bytes(d.peak)] for d in cuda]
@@ -53,13 +53,13 @@ def render_largest(rows: list[TensorBytes], storages: int, total: int, *, width:
     counts = f"{len(rows)} of {plural(storages, 'storage')}, {human_bytes(total)} in all"
     heads = [f"largest tensors in this frame: {counts} (views and shared storage counted once)",
              f"largest tensors in this frame: {counts}", f"largest tensors: {counts}"]
-    head = next((h for h in heads if len(h) <= width), heads[-1])
+    head = next((h for h in heads if len(h) <= width), None) or "\n".join(fit_text(heads[-1], width))
     cells = [[r.path, format_shape(r.shape), r.dtype, r.device, "meta" if r.meta else human_bytes(r.nbytes),
               ", ".join(r.shared)] for r in rows]
     headers = ["path", "shape", "dtype", "device", "bytes", "also"]
     if not any(r.shared for r in rows):
         headers, cells = headers[:-1], [c[:-1] for c in cells]
-    return [style.header(head) if style.color else head] + _table(headers, cells, width, _TENSOR_STEPS,
+    return [style.header(h) if style.color else h for h in head.split("\n")] + _table(headers, cells, width, _TENSOR_STEPS,
                                                                   ["bytes"], style)
 
 
@@ -67,7 +67,7 @@ def render_holdings(holdings: list[Holding], *, width: int = 100, style: Style |
     """Usage: ``render_holdings(holdings)``; one row per model / gradients / kv cache / optimizer."""
     style = style or Style()
     if not holdings:
-        return ["models, KV caches, optimizers in sight: none"]
+        return fit_text("models, KV caches, optimizers in sight: none", width)
     rows = [[h.kind, h.name, "?" if h.nbytes is None else human_bytes(h.nbytes), h.detail] for h in holdings]
     return _table(["held by", "name", "bytes", "detail"], rows, width, _HOLDING_STEPS, ["bytes"], style)
 
@@ -83,5 +83,6 @@ def render_memory(report: MemoryReport, *, width: int = 100, style: Style | None
         if lines:
             lines.append("")
         lines.extend(block)
-    lines.extend(f"note: {note}" for note in report.notes)
+    for note in report.notes:
+        lines.extend(fit_text(f"note: {note}", width))
     return "\n".join(lines)

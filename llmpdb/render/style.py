@@ -50,8 +50,21 @@ def strip_ansi(text: str) -> str:
 
 
 def visible_len(text: str) -> int:
-    """Usage: ``visible_len(styled)``; the width of ``text`` on screen, ANSI codes not counted."""
-    return len(strip_ansi(text))
+    """Usage: ``visible_len(styled)``; the width of ``text`` on screen in display cells, ANSI codes not
+    counted: East Asian wide/fullwidth characters (``注意力``) take 2 cells, combining marks 0."""
+    plain = strip_ansi(text)
+    if plain.isascii():
+        return len(plain)
+    return sum(char_cells(c) for c in plain)
+
+
+def char_cells(char: str) -> int:
+    """Usage: ``char_cells("注")`` -> 2; ``"a"`` -> 1; a combining mark -> 0."""
+    import unicodedata
+
+    if unicodedata.combining(char):
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
 
 
 def color_enabled(stream, mode: str = "auto") -> bool:

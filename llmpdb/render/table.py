@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .style import Style, strip_ansi, visible_len
+from .style import Style, char_cells, strip_ansi, visible_len
 
-__all__ = ["render_table", "ellipsize", "fit_columns", "table_width"]
+__all__ = ["render_table", "ellipsize", "fit_columns", "table_width", "fit_text"]
 
 
 def ellipsize(text: str, limit: int) -> str:
@@ -39,7 +39,28 @@ def ellipsize(text: str, limit: int) -> str:
         return "…"
     head = (limit - 1) // 2
     tail = limit - 1 - head
-    return plain[:head] + "…" + (plain[-tail:] if tail else "")
+    if plain.isascii():
+        return plain[:head] + "…" + (plain[-tail:] if tail else "")
+    return _cells_prefix(plain, head) + "…" + _cells_prefix(plain[::-1], tail)[::-1]
+
+
+def _cells_prefix(text: str, cells: int) -> str:
+    """The longest start of ``text`` that takes at most ``cells`` display cells."""
+    used = 0
+    for i, ch in enumerate(text):
+        used += char_cells(ch)
+        if used > cells:
+            return text[:i]
+    return text
+
+
+def fit_text(text: str, width: int, indent: str = "  ") -> list[str]:
+    """Usage: ``fit_text("a long note", 40)`` -> lines of at most ``width`` columns (plain text), continuation
+    lines indented; a word longer than the width is broken."""
+    import textwrap
+
+    return textwrap.wrap(text, max(width, len(indent) + 8), subsequent_indent=indent,
+                         break_on_hyphens=False) or [text]
 
 
 def table_width(headers: Sequence[str], rows: Sequence[Sequence[str]], gap: int = 2) -> int:

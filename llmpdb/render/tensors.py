@@ -33,7 +33,7 @@ from ..inspect.dims import DimNamer
 from ..inspect.tensors import ObjectSummary, TensorInfo
 from ..units import format_number, format_shape, human_bytes, human_count, plural
 from .style import Style
-from .table import fit_columns, render_table
+from .table import fit_columns, fit_text, render_table
 
 __all__ = ["render_tensors", "render_objects", "cut_path"]
 
@@ -166,7 +166,7 @@ _OBJECT_STEPS: tuple[tuple, ...] = (
 def _hidden_line(hidden: Sequence[str], width: int) -> list[str]:
     if not hidden:
         return []
-    return [f"{', '.join(hidden)} column{'s' * (len(hidden) > 1)} hidden to fit {width} columns"]
+    return fit_text(f"{', '.join(hidden)} column{'s' * (len(hidden) > 1)} hidden to fit {width} columns", width)
 
 
 def _legend(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:

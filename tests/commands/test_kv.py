@@ -269,3 +269,24 @@ def test_inside_the_attention_forward_mid_prefill():
         "layer 1: not initialised yet (allocated on first update)",
         "this frame is layer 1 (self.layer_idx)",
     ]
+
+
+def meta_cache_stop():
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    for i in range(2):
+        cache.update(torch.empty(1, 2, 5, 16, device="meta"), torch.empty(1, 2, 5, 16, device="meta"), i)
+    breakpoint()
+    return cache
+
+
+def test_a_meta_cache_is_zero_bytes_resident_and_says_meta():
+    out = debug_transcript(meta_cache_stop, ["c", "kv cache", "kv cache 0", "mem", "c"], width=200)
+    summary, layer, mem = outputs_of(out)[1:4]
+    assert summary.startswith("cache: DynamicCache  2 layers  seq 5 (filled)  kv heads 2  head_dim 16  f32 meta  "
+                              "0 B resident (meta)\n")
+    assert "memory 0 B resident (meta tensors); 2.5 KiB once materialised = 2 × 2 layers" in summary
+    assert [line.split()[-1] for line in layer.splitlines()[2:4]] == ["meta", "meta"]
+    held = next(line for line in mem.splitlines() if line.startswith("kv cache"))
+    assert held.split()[4:6] == ["0", "B"]  # kv cache  cache (DynamicCache)  0 B  detail

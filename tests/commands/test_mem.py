@@ -101,8 +101,8 @@ def test_mem_errors():
 
     chunks = outputs_of(debug_transcript(stop, ["c", "mem --top 0", "mem --top many", "mem x", "mem --all",
                                                 "p x.sum().item()", "c"]))
-    assert chunks[0] == "*** mem: bad value for --top: '0': needs a number >= 1 (usage: mem [--top N])"
-    assert chunks[1] == "*** mem: bad value for --top: 'many' (usage: mem [--top N])"
+    assert chunks[0] == "*** mem: bad value for --top: '0': needs a whole number from 1 to 1000000 (usage: mem [--top N])"
+    assert chunks[1] == "*** mem: bad value for --top: 'many': needs a whole number from 1 to 1000000 (usage: mem [--top N])"
     assert chunks[2].startswith("*** mem: mem takes no expression, only --top N (got 'x')")
     assert chunks[3] == "*** mem: unknown option --all (usage: mem [--top N])"
     assert chunks[4].strip() == "3.0"  # the debuggee goes on

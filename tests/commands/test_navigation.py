@@ -93,8 +93,10 @@ def test_break_module_arguments_and_listing():
     # (a pattern matching nothing is no longer an error but a pending breakpoint, issue #10:
     # test_a_pattern_matching_nothing_is_pending_and_says_what_is_near)
     assert after(out, 6).startswith("*** break-module: --after needs a value")
-    assert after(out, 7) == "*** break-module: --after needs a whole number, not 'two'\n"
-    assert after(out, 8) == "*** break-module: --after needs a number >= 0\n"
+    assert after(out, 7) == ("*** break-module: bad value for --after: 'two': needs a whole number from 0 to 1000000000 "
+                               "(usage: break-module [PATTERN [if CONDITION] [--after N] [--once]])\n")
+    assert after(out, 8) == ("*** break-module: bad value for --after: '-1': needs a whole number from 0 to 1000000000 "
+                               "(usage: break-module [PATTERN [if CONDITION] [--after N] [--once]])\n")
     assert after(out, 9) == ("module breakpoint 1: layers.*.mlp if x.shape[1] > 1, after 1 -> "
                              "model.layers.0.mlp, model.layers.1.mlp\n")
     # `model` is the variable the root is bound to: model.model.layers.0 means model.layers.0 from the root

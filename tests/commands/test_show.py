@@ -159,7 +159,7 @@ def test_show_errors():
     assert chunks[4] == "*** show: e is empty (0, 3): nothing to draw"
     assert chunks[5] == "*** show: n is not a tensor (a list): show draws tensors"
     assert chunks[6] == "*** show: an expression is required (usage: show EXPR [--hist] [--bins N])"
-    assert chunks[7] == "*** show: bad value for --bins: '0': needs a number from 1 to 1000 (usage: show EXPR [--hist] [--bins N])"
+    assert chunks[7] == "*** show: bad value for --bins: '0': needs a whole number from 1 to 1000 (usage: show EXPR [--hist] [--bins N])"
     assert chunks[8] == "*** show: unknown option --color (usage: show EXPR [--hist] [--bins N])"
     assert chunks[9].startswith("*** show: ") and "undefined_name" in chunks[9] and "\n" not in chunks[9]
     assert chunks[10].strip() == "1.5"

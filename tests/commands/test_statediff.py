@@ -329,3 +329,26 @@ def test_hostile_checkpoints_are_refused_in_one_line_each(tmp_path):
               "checkpoint's folder")
     assert got[4] == escape and got[5] == escape
     assert not os.path.exists("pwned")
+
+
+def meta_model_stop(path):
+    from tiny_models import LLAMA_DIMS
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.save(tiny_llama().state_dict(), path)
+    with torch.device("meta"):
+        model = LlamaForCausalLM(LlamaConfig(**LLAMA_DIMS))
+    breakpoint()
+    return model
+
+
+def test_a_meta_model_is_never_reported_as_matching_values():
+    out = debug_transcript(meta_model_stop, ["c", "statediff model ckpt.pt", "statediff snap a",
+                                             "statediff a", "c"], "ckpt.pt")
+    got = replies(out)
+    assert "21/21 model tensors match in name, shape and dtype" in got[1]
+    assert "meta: values unknown for 21 tensors of model on the meta device (model.embed_tokens.weight…)" \
+        in " ".join(got[1].split())
+    assert got[3].startswith("statediff a (stop 2) → now (stop 2): LlamaForCausalLM, 0 tensors: 0 changed, "
+                             "0 unchanged")
+    assert "not compared: 23 (meta tensor (no values)" in got[3]

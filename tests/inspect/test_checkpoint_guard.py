@@ -147,8 +147,13 @@ def _safetensors(path, header, data: bytes = b"") -> str:
      "refused: safetensors header is nested too deeply"),
     (b'{"w": {"dtype": "F32", "shape": [NaN], "data_offsets": [0, 4]}}', bytes(4),
      "refused: safetensors header holds NaN is not JSON"),
+    (b'{"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, '
+     b'"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}', bytes(8),
+     "refused: duplicate key 'w' in the safetensors header"),
+    (b'{"w": {"dtype": "F32", "dtype": "F16", "shape": [1], "data_offsets": [0, 4]}}', bytes(4),
+     "refused: duplicate key 'dtype' in the safetensors header"),
 ], ids=["negative-shape", "negative-offset", "huge-shape", "short-span", "unknown-dtype", "overlap", "1e400",
-        "5000-digits", "100k-deep", "nan"])
+        "5000-digits", "100k-deep", "nan", "duplicate-tensor", "duplicate-field"])
 def test_safetensors_header_fields_are_validated(tmp_path, header, data, expected):
     path = _safetensors(tmp_path / "bad.safetensors", header, data)
     assert _refusal(path) == f"bad.safetensors: {expected}"
@@ -245,7 +250,9 @@ def test_empty_and_proc_files_are_refused_before_torch_reads_them(tmp_path):
      "refused: shard 'a\\x00b.safetensors' holds a NUL byte, which no file name can"),
     (json.dumps({"weight_map": {"w": "a" * 5000 + ".safetensors"}}),
      "1 shard(s) listed but absent: " + "a" * 28 + "…" + "a" * 16 + ".safetensors"),
-], ids=["100k-deep", "5000-digits", "nul-byte", "5000-char-name"])
+    ('{"weight_map": {"w": "a.safetensors", "w": "b.safetensors"}}',
+     "refused: duplicate key 'w' in the index"),
+], ids=["100k-deep", "5000-digits", "nul-byte", "5000-char-name", "duplicate-key"])
 def test_a_hostile_index_is_one_line(tmp_path, text, expected):
     (tmp_path / "model.safetensors.index.json").write_text(text)
     assert _refusal(tmp_path) == f"model.safetensors.index.json: {expected}"

@@ -243,3 +243,14 @@ def test_fold_names_keeps_mixed_modules_open():
     status = {"a.0.w": 1, "a.0.b": 1, "a.1.w": 1, "a.1.b": 2, "head.w": 1}.__getitem__
     assert fold_names(universe, status) == [
         ("a.0.*", ["a.0.w", "a.0.b"], 1), ("a.1.w", ["a.1.w"], 1), ("a.1.b", ["a.1.b"], 2), ("head.w", ["head.w"], 1)]
+
+
+def test_an_ambiguous_prefix_names_the_candidates_and_applies_none():
+    model = {"a.w": torch.zeros(2), "b.w": torch.zeros(2)}
+    two_copies = {"x.a.w": torch.zeros(2), "x.b.w": torch.zeros(2), "y.a.w": torch.zeros(2), "y.b.w": torch.zeros(2)}
+    d = statediff(model, two_copies)
+    assert d.prefix is None and d.matched == 0
+    assert "note: ambiguous prefix: strip `x.` or strip `y.` each give 2/2 names (0/2 as saved); none applied" \
+        in render_statediff(d, width=100)
+    one = statediff(model, {"module.a.w": torch.zeros(2), "module.b.w": torch.zeros(2)})
+    assert one.prefix.describe() == "strip `module.`" and one.matched == 2 and not one.notes

@@ -46,8 +46,8 @@ def test_colour_heatmap_uses_background_blocks_and_fits():
 def test_histogram_bars_scale_to_the_width():
     hist = value_histogram(torch.tensor([0.0, 1.0, 1.0, 1.0, 2.0]), bins=2)
     lines = render_histogram(hist, "v", width=30).splitlines()
-    assert lines[0] == "v  f32 (5,)  5 finite values in 2 bins"
+    assert lines[:2] == ["v  f32 (5,)  5 finite values", "  in 2 bins"]  # the heading wraps to the width
     room = 30 - len("[0, 1)") - len("4") - 4
-    assert lines[2] == "[1, 2]  4  " + "#" * room  # the fullest bin takes the room left
-    assert lines[1] == "[0, 1)  1  " + "#" * round(room / 4)
-    assert all(len(line) <= 30 for line in lines[1:])
+    assert lines[3] == "[1, 2]  4  " + "#" * room  # the fullest bin takes the room left
+    assert lines[2] == "[0, 1)  1  " + "#" * round(room / 4)
+    assert all(len(line) <= 30 for line in lines)

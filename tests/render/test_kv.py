@@ -152,7 +152,7 @@ def test_meta_static_cache_and_stats_refused():
         model(torch.zeros(1, 5, dtype=torch.long), cache=cache, use_cache=True)
     report = inspect_cache(cache)
     assert render_cache(report, width=100) == text(
-        "StaticCache  2 layers  seq ?  kv heads 2  head_dim 16  f32 meta  8.0 KiB",
+        "StaticCache  2 layers  seq ?  kv heads 2  head_dim 16  f32 meta  0 B resident (meta)",
         "layer  type    keys            values          filled/capacity  window",
         "0      static  (1, 2, 16, 16)  (1, 2, 16, 16)  — / 16           —",
         "1      static  (1, 2, 16, 16)  (1, 2, 16, 16)  — / 16           —",
@@ -162,10 +162,10 @@ def test_meta_static_cache_and_stats_refused():
     stats = {m.name: tensor_stats(m.tensor) or "meta" for m in layer.tensors}
     assert render_layer(report, layer, stats=stats, width=100) == text(
         "layer 0  static  StaticLayer  filled — / 16  of StaticCache",
-        "tensor             shape           dtype  device    bytes   min  max  mean  std  nan  inf",
-        "keys               (1, 2, 16, 16)  f32    meta    2.0 KiB  meta",
-        "values             (1, 2, 16, 16)  f32    meta    2.0 KiB  meta",
-        "cumulative_length  ()              i64    meta        8 B  meta",
+        "tensor             shape           dtype  device  bytes   min  max  mean  std  nan  inf",
+        "keys               (1, 2, 16, 16)  f32    meta     meta  meta",
+        "values             (1, 2, 16, 16)  f32    meta     meta  meta",
+        "cumulative_length  ()              i64    meta     meta  meta",
         "length is a meta tensor: fill unknown",
     )
 
