@@ -155,7 +155,10 @@ class _LlmpdbCore:
         return sorted(names)
 
     def completenames(self, text, *ignored):
+        """Usage: ``completenames("sta")``; command names (3.13's pdb wants line, begidx and endidx too:
+        they are filled in when not given)."""
         ours = self._llmpdb_names()
+        ignored = ignored or (text, 0, len(text))
         base = {n for n in super().completenames(text, *ignored) if n.replace("_", "-") not in ours}
         return sorted(base | {n for n in ours if n.startswith(text)})
 

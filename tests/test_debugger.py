@@ -79,6 +79,7 @@ def test_completion_offers_hyphenated_names():
     assert debugger.completenames("probe-", "probe-", 0, 6) == ["probe-cmd"]
     assert "probe-cmd" in debugger.completenames("pro", "pro", 0, 3)
     assert "probe_cmd" not in debugger.completenames("pro", "pro", 0, 3)
+    assert debugger.completenames("probe-") == ["probe-cmd"]  # the prompt's completer gives the text alone
 
 
 def test_prompt_shows_rank(monkeypatch):
