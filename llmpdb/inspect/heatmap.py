@@ -75,9 +75,14 @@ def check_drawable(t: Any, expr: str, *, dims: tuple[int, ...] = (1, 2)) -> None
         names = {c.__name__ for c in type(t).__mro__}
         if names & {"FakeTensor", "FunctionalTensor"}:
             raise ValueError(f"{expr} is a fake tensor: it has no values to draw")
-        if str(t.layout) != "torch.strided" or safe_getattr(t, "is_nested", False):
+        if safe_getattr(t, "is_nested", False):  # its layout reads strided; it has no to_dense()
+            raise ValueError(f"{expr} is a nested tensor (ragged): show {expr}[0], or "
+                             f"show torch.nested.to_padded_tensor({expr}, 0.0)")
+        if str(t.layout) != "torch.strided":
             raise ValueError(f"{expr} is a {str(t.layout).replace('torch.', '')} tensor: show {expr}.to_dense()")
-        if t.is_complex() or t.is_quantized:
+        if t.is_quantized:
+            raise ValueError(f"{expr} is quantized {short_dtype(t.dtype)}: show {expr}.dequantize()")
+        if t.is_complex():
             raise ValueError(f"{expr} is {short_dtype(t.dtype)}: show {expr}.abs() or {expr}.real")
         shape = tuple(int(s) for s in t.shape)
     if len(shape) not in dims:

@@ -64,6 +64,10 @@ def test_values_are_read_without_grad_and_without_touching_the_tensor():
     (torch.tensor(3), "x is a 0-d tensor (one value): p x.item()"),
     (torch.zeros(2, 2).to_sparse(), "x is a sparse_coo tensor: show x.to_dense()"),
     ([1, 2], "x is not a tensor (a list): show draws tensors"),
+    (torch.quantize_per_tensor(torch.ones(4), 0.1, 0, torch.qint8), "x is quantized qi8: show x.dequantize()"),
+    (torch.nested.nested_tensor([torch.ones(2, 3), torch.ones(4, 3)]),
+     "x is a nested tensor (ragged): show x[0], or show torch.nested.to_padded_tensor(x, 0.0)"),
+    (torch.ones(2, 2, dtype=torch.complex64), "x is c64: show x.abs() or x.real"),
 ])
 def test_refused_with_one_line(value, message):
     with pytest.raises(ValueError) as info:
