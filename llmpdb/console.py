@@ -28,12 +28,14 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from .completion import CompletionContext, completions
 from .console_history import DEFAULT_HISTORY_SIZE, history_path, history_size
 from .console_history import open_history as _open_history
 from .headless import stream_is_terminal
+
+if TYPE_CHECKING:  # the completion module loads with the first console (start-up stays light)
+    from .completion import CompletionContext
 
 __all__ = ["Console", "ConsoleMixin", "terminal_console", "plain_reason", "history_path", "history_size",
            "DEFAULT_HISTORY_SIZE", "continues"]
@@ -84,6 +86,8 @@ def _completer(console: "Console"):
                 context = provider()
             except Exception:  # the frame's state could not be gathered: nothing to offer
                 return
+            from .completion import completions
+
             for candidate in completions(document.current_line_before_cursor, context):
                 yield Completion(candidate.text, candidate.start, display=candidate.display)
 
@@ -216,6 +220,8 @@ class ConsoleMixin:
         return terminal_console()
 
     def _completion_context(self) -> CompletionContext:
+        from .completion import CompletionContext
+
         commands = {}
         for name in self.completenames(""):
             method = getattr(self, "do_" + name.replace("-", "_"), None)
