@@ -162,10 +162,22 @@ class Console:
         depth = None if colour else ColorDepth.DEPTH_1_BIT
         style = _COLOUR_STYLE if colour else _MONOCHROME_STYLE
         try:
-            return self.session.prompt(lambda: _prompt_text(prompt), in_thread=True, color_depth=depth,
+            line = self.session.prompt(lambda: _prompt_text(prompt), in_thread=True, color_depth=depth,
                                        style=Style.from_dict(style))
         finally:
             self.context = None
+        self._give_back_typeahead()
+        return line
+
+    def _give_back_typeahead(self) -> None:
+        """Keys typed after the line (``c`` Enter, then the program's input) reach the program (module
+        ``console_typeahead``)."""
+        from .console_typeahead import give_back_typeahead
+
+        try:
+            give_back_typeahead(self.session.input, self.streams[0].fileno())
+        except Exception:  # never let this cost the line that was read
+            pass
 
 
 def _prompt_text(prompt: str) -> list[tuple[str, str]]:

@@ -132,7 +132,7 @@ def test_shapes_stats_on_meta_tensors_computes_nothing():
         "path    shape       dtype  device     size  min  max  mean  std  dims",
         "hidden  (1, 7, 64)  f32    meta    1.8 KiB    -    -     -    -  1 · ? · hidden"]
     assert out[1].splitlines()[2:5] == [
-        "1 tensor, 1.8 KiB total", "dims from model.config (LlamaConfig); ? = unknown or shared size",
+        "1 tensor, 0 B total (+ 1.8 KiB on the meta device, not allocated)", "dims from model.config (LlamaConfig); ? = unknown or shared size",
         "no statistics for 1 tensor (meta: no readable data, nothing computed)"]
     assert out[2].splitlines()[1] == \
         "model.lm_head.weight  (256, 64)  f32    meta    64.0 KiB  leaf  Parameter  vocab · hidden"

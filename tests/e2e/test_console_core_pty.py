@@ -4,8 +4,10 @@ drive it too: TAB on a hyphenated command, on ``help``'s argument and on an attr
 
 from __future__ import annotations
 
+import os
 import re
 
+import pexpect
 import pytest
 
 from .pty_session import ROOT, PtySession
@@ -83,3 +85,30 @@ def test_no_colour_code_with_no_color(tmp_path, base):
     text = "".join(raw)
     assert PASTE_ON in text and "NameError" in text
     assert not COLOUR.search(text), repr(text)
+
+
+INPUT_SCRIPT = "import llmpdb; llmpdb.set_trace()\nname = input('name? ')\nprint('hello', name)\n"
+
+
+def _tiocsti_allowed() -> bool:
+    try:
+        with open("/proc/sys/dev/tty/legacy_tiocsti") as flag:
+            return flag.read().strip() != "0"
+    except OSError:
+        return os.uname().sysname == "Linux"
+
+
+@pytest.mark.skipif(not _tiocsti_allowed(), reason="the kernel refuses TIOCSTI (dev.tty.legacy_tiocsti = 0)")
+@pytest.mark.parametrize("base", BASES)
+def test_keys_typed_ahead_reach_the_program_and_the_next_prompts(tmp_path, base):
+    script = tmp_path / "ask.py"
+    script.write_text(INPUT_SCRIPT)
+    with PtySession([str(script)], env={"PYTHONPATH": ROOT, **base}, timeout=40) as s:
+        s.wait_prompt()
+        s.child.send("p 111\rp 222\r")  # two commands in one write: both run
+        s.child.expect_exact("222\r\n", timeout=20)
+        assert "111" in s.child.before
+        s.wait_prompt()
+        s.child.send("c\rbob\r")  # `c` and the program's answer in one write: the answer reaches input()
+        s.child.expect_exact("hello bob", timeout=20)
+        s.child.expect(pexpect.EOF)

@@ -118,8 +118,14 @@ path                shape     dtype  device      size  flags      min  max  mean
 attn.q_proj.weight  (64, 64)  f32    meta    16.0 KiB  Parameter    -    -     -    -
 attn.k_proj.weight  (32, 64)  f32    meta     8.0 KiB  Parameter    -    -     -    -
 attn.v_proj.weight  (32, 64)  f32    meta     8.0 KiB  Parameter    -    -     -    -
-3 tensors, 32.0 KiB total; 1 more not listed (limit 3)
+3 tensors, 0 B total (+ 32.0 KiB on the meta device, not allocated); 1 more not listed (limit 3)
 no statistics for 3 tensors (meta: no readable data, nothing computed)"""
+
+
+def test_meta_tensors_are_not_counted_as_allocated():
+    walk = frame_tensors({"real": torch.zeros(4), "meta": torch.empty(1000, device="meta")})
+    footer = render_tensors(walk, width=100).splitlines()[-1]
+    assert footer == "2 tensors, 16 B total (+ 3.9 KiB on the meta device, not allocated)"
 
 
 def test_ambiguous_legend_notes_and_unsearched():
