@@ -9,7 +9,7 @@ Usage::
 Each round runs the workload plain, then with ``catch ShapeMismatchError`` armed (a class never raised),
 then with ``catch *Error if False`` armed (a pattern that matches the ``AttributeError``s raised and handled
 inside transformers and the ``KeyError``s of the pure workload, so every such raise runs the check and the
-condition). The catch is armed through ``llmpdb.catching.CATCHES`` exactly as the ``catch`` command arms
+condition). The catch is armed through ``llmpdb.breakpoints.catching.CATCHES`` exactly as the ``catch`` command arms
 it. Each row prints the median over rounds of (time / plain time of the same round). On 3.12+ the
 backend is ``sys.monitoring`` (RAISE events only); on 3.11 a trace function sees every call.
 Not a timed test: numbers depend on the machine; see docs/design.md for measured ones.
@@ -27,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from llmpdb.catching import CATCHES, backend_name  # noqa: E402
+from llmpdb.breakpoints.catching import CATCHES, backend_name  # noqa: E402
 
 
 def hot(x: int, k: int) -> int:

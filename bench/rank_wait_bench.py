@@ -7,7 +7,7 @@ Usage::
 Starts two processes with a gloo process group on the CPU (as torchrun would: ``RANK``, ``WORLD_SIZE``,
 ``MASTER_ADDR``/``MASTER_PORT``). Rank 0 plays the prompting rank: it holds the pause for ``--seconds``
 and continues. Rank 1 measures its own process CPU time (all threads) over wall time in three waits of the
-same length, in one run: llmpdb's wait (``llmpdb.rank_wait.wait_at_stop``: store reads every ``--poll``
+same length, in one run: llmpdb's wait (``llmpdb.ranks.wait.wait_at_stop``: store reads every ``--poll``
 seconds, the way a rank waits at a breakpoint, with its ``ranks --job`` watcher thread running), ``torch.distributed.barrier()`` (what
 ``torch.distributed.breakpoint()`` parks the other ranks in), and a plain ``time.sleep`` (the floor: the
 process's own background threads). The goal for llmpdb's wait is under 1% of a core. Also printed: how
@@ -41,9 +41,9 @@ def worker(seconds: float, poll: float) -> None:
 
     import torch.distributed as dist
 
-    from llmpdb.rank_dump import start_watcher
-    from llmpdb.rank_wait import wait_at_stop
-    from llmpdb.ranks_store import RankJob
+    from llmpdb.ranks.dump import start_watcher
+    from llmpdb.ranks.wait import wait_at_stop
+    from llmpdb.ranks.store import RankJob
 
     dist.init_process_group("gloo", timeout=timedelta(seconds=max(60.0, 4 * seconds)))
     rank = dist.get_rank()

@@ -20,7 +20,7 @@ __all__ = ["Pdb", "set_trace", "post_mortem", "breakpointhook", "install", "unin
 # Public names imported on first use, so ``import llmpdb`` stays cheap until a stop. The API functions
 # (llmpdb/api.py) print like the command of the same name and return the record.
 _LAZY = {
-    "Pdb": ("llmpdb.debugger", "Pdb"),
+    "Pdb": ("llmpdb.debugger.core", "Pdb"),
     "shapes": ("llmpdb.api", "shapes"),            # llmpdb.shapes(outputs) -> TensorWalk [TensorInfo]
     "stack_model": ("llmpdb.api", "stack_model"),  # llmpdb.stack_model() -> [StackEntry]
     "kv": ("llmpdb.api", "kv"),                    # llmpdb.kv(cache) -> CacheReport

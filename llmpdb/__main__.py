@@ -1,6 +1,6 @@
-"""``python -m llmpdb``: see ``llmpdb.cli``."""
+"""``python -m llmpdb``: see ``llmpdb.cli.main``."""
 
-from llmpdb.cli import main
+from llmpdb.cli.main import main
 
 if __name__ == "__main__":
     main()

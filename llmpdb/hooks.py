@@ -18,9 +18,9 @@ import sys
 import threading
 
 from .forward.arming import dynamo_disable
-from .muting import MUTING
+from .debugger.muting import MUTING
 from .session import SESSION
-from .thread_gate import STOP_GATE
+from .debugger.thread_gate import STOP_GATE
 
 __all__ = ["set_trace", "post_mortem", "breakpointhook", "install", "uninstall", "disabled",
            "get_debugger", "set_debugger"]
@@ -39,7 +39,7 @@ def get_debugger(**kwargs):
     global _DEBUGGER
     with _CREATING:  # two threads at their first breakpoint() must not make two debuggers
         if _DEBUGGER is None:
-            from .debugger import Pdb
+            from .debugger.core import Pdb
 
             _DEBUGGER = Pdb(**kwargs)
     return _DEBUGGER

@@ -15,7 +15,7 @@ PROBE = textwrap.dedent(
     """
     import sys
     from llmpdb.base import BASE_NAME, BASE_FALLBACK_REASON, stdlib_pdb
-    from llmpdb.debugger import Pdb
+    from llmpdb.debugger.core import Pdb
     import pdb
     print(BASE_NAME)
     print(BASE_FALLBACK_REASON)

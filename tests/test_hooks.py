@@ -146,7 +146,7 @@ def test_no_compile_shows_every_local(tmp_path):
 def test_stop_gate_is_reentrant_and_taken_back_from_a_thread_that_ended():
     import threading
 
-    from llmpdb.thread_gate import StopGate
+    from llmpdb.debugger.thread_gate import StopGate
 
     gate = StopGate()
     said = []

@@ -33,9 +33,9 @@ HEAVY = (
     "llmpdb.inspect.frame_snapshot",     # dump, snapshot
     "llmpdb.inspect.tensor_paths",       # dump, snapshot, shapes
     "llmpdb.inspect.tensors",            # shapes
-    "llmpdb.completion",                 # TAB at the terminal prompt
-    "llmpdb.rank_jobs",                  # the first stop of a distributed job
-    "llmpdb.remote",                     # a listener opens
+    "llmpdb.console.completion",                 # TAB at the terminal prompt
+    "llmpdb.ranks.jobs",                  # the first stop of a distributed job
+    "llmpdb.remote.listener",                     # a listener opens
     "pygments",                          # colour
     "prompt_toolkit",                    # the terminal prompt
     "torch",
@@ -61,7 +61,7 @@ def _loaded(output: str) -> list[list[str]]:
 
 def test_importing_the_debugger_loads_no_heavy_module():
     probe = PROBE.format(heavy=set(HEAVY))
-    done = subprocess.run([sys.executable, "-c", f"import llmpdb.commands, llmpdb.debugger; {probe}"],
+    done = subprocess.run([sys.executable, "-c", f"import llmpdb.commands, llmpdb.debugger.core; {probe}"],
                           capture_output=True, text=True, env=_env(), timeout=120)
     assert done.returncode == 0, done.stderr
     assert _loaded(done.stdout) == [[]]

@@ -15,7 +15,7 @@ import io
 import sys
 
 from llmpdb import hooks
-from llmpdb.debugger import Pdb
+from llmpdb.debugger.core import Pdb
 
 __all__ = ["debug_transcript", "make_debugger"]
 

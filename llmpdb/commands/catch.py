@@ -1,4 +1,4 @@
-"""``catch`` / ``uncatch``: exception breakpoints, the IDE habit (``llmpdb/catching.py`` watches the raises).
+"""``catch`` / ``uncatch``: exception breakpoints, the IDE habit (``llmpdb/breakpoints/catching.py`` watches the raises).
 
 Usage (at the prompt)::
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import bdb
 import sys
 
-from ..catching import CATCHES, backend_name, valid_pattern
+from ..breakpoints.catching import CATCHES, backend_name, valid_pattern
 from ._command import CommandError, command, split_words
 
 __all__ = ["CatchCommands"]

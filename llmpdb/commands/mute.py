@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from ..muting import MUTING
+from ..debugger.muting import MUTING
 from ._command import CommandError, command
 
 __all__ = ["MuteCommands"]

@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from llmpdb.commands.help import BANNER, help_entries, summary_of
-from llmpdb.debugger import Pdb
+from llmpdb.debugger.core import Pdb
 from transcript import debug_transcript
 
 from e2e.pty_session import ROOT, PtySession

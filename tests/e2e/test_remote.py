@@ -22,7 +22,7 @@ import time
 import pexpect
 import pytest
 
-from llmpdb import remote
+from llmpdb.remote import listener as remote
 
 from .pty_session import ROOT, PtySession
 

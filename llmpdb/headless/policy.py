@@ -1,0 +1,439 @@
+"""What a stop does when nobody can type at it: the headless policy ``attach``, ``log`` or ``skip``.
+
+Usage: mixed into the debugger in front of ``HeadlessMixin`` (``HeadlessPolicyMixin``); chosen by
+``LLMPDB_HEADLESS=attach|log|skip`` (``python -m llmpdb --headless POLICY``).
+
+The policy applies when standard input is not a terminal and holds nothing to read: closed, ``/dev/null``,
+or the process's real stdin that already ran out at an earlier stop. A pipe or file that still holds
+commands is read as before. The first stop of ``python -m llmpdb`` (the script's first line) keeps its
+meaning (it continues) unless ``--listen`` was given.
+
+- ``attach`` (the default, except under ``CI`` or with ``LLMPDB_TOUR`` set): open this process's listener
+  (``llmpdb.remote.listener``), log one line with the command to connect, wait ``LLMPDB_ATTACH_TIMEOUT`` seconds
+  (default 120) for a client, then log that it gave up and continue. After one give-up, later stops take
+  a client that is already waiting but do not wait again, so a forgotten breakpoint costs one timeout.
+  A client stays attached across ``c`` until the next stop; Ctrl-D in the client detaches (the program
+  continues); a lost connection waits ``LLMPDB_ATTACH_TIMEOUT`` for a re-attach, then continues.
+- ``log``: the stop's header and the tour (``LLMPDB_TOUR``, default ``shapes``) go to the debugger's
+  output, or to ``LLMPDB_LOG=FILE`` (appended, mode 0600), after a line with the time, the place, the
+  module path and the rank; then the program continues. With ``LLMPDB_SNAPSHOT=1``
+  (``python -m llmpdb --snapshot``) each logged stop also runs ``snapshot``: one file per stop in the
+  current folder, rate-limited with the log (a snapshot over the size limit is refused with one line).
+- ``skip``: one line, then continue.
+
+Under ``python -m llmpdb``, ``kill -USR1 PID`` stops the program at its next line (``install_attach_signal``).
+
+Repeated hits of one site (file and line) are rate-limited for ``log``, ``skip`` and the no-wait stops of
+``attach``: the first 10 hits are logged, then every 1000th, with a one-line note at the 11th.
+Policy lines go to standard error, the job's log (the debugger's output may be the client or the log file).
+"""
+
+from __future__ import annotations
+
+import atexit
+import io
+import os
+import signal
+import stat
+import sys
+import time
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from ..ranks.mixin import current_rank, share_if_discarded
+from .tour import stream_is_terminal
+
+if TYPE_CHECKING:  # annotations only: sockets are imported when a listener is opened
+    from ..remote.listener import Listener
+    from ..remote.seat import Seat
+
+__all__ = ["HeadlessPolicyMixin", "POLICIES", "DEFAULT_ATTACH_TIMEOUT", "LOG_FIRST", "LOG_EVERY",
+           "input_is_absent", "chosen_policy", "install_attach_signal", "client_attached"]
+
+POLICIES = ("attach", "log", "skip")
+DEFAULT_ATTACH_TIMEOUT = 120.0
+LOG_FIRST = 10
+LOG_EVERY = 1000
+
+
+def _log(line: str) -> None:
+    stream = sys.stderr if sys.stderr is not None else sys.__stderr__
+    try:
+        stream.write(line + "\n")
+        stream.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
+    share_if_discarded(line)  # under torchrun's --local-ranks-filter, a visible rank prints it
+
+
+def input_is_absent(stream) -> bool:
+    """Usage: ``input_is_absent(sys.stdin)``; True for None, a closed stream or fd, and ``/dev/null``."""
+    if stream is None or getattr(stream, "closed", False):
+        return True
+    try:
+        fd = stream.fileno()
+    except (io.UnsupportedOperation, AttributeError):
+        return False  # an in-memory or custom stream (a test's, an attached client's): it holds what it holds
+    except (OSError, ValueError):
+        return True
+    try:
+        info = os.fstat(fd)
+        null = os.stat(os.devnull)
+    except OSError:
+        return True
+    return stat.S_ISCHR(info.st_mode) and info.st_rdev == null.st_rdev
+
+
+def chosen_policy() -> str:
+    """Usage: ``chosen_policy()`` -> ``"attach"``, ``"log"`` or ``"skip"`` from the environment."""
+    explicit = os.environ.get("LLMPDB_HEADLESS", "").strip().lower()
+    if explicit in POLICIES:
+        return explicit
+    if explicit:
+        _STATE.note_once(f"llmpdb: LLMPDB_HEADLESS={explicit!r} is not one of attach, log, skip; using log")
+        return "log"
+    if os.environ.get("CI", "").lower() not in ("", "0", "false") or "LLMPDB_TOUR" in os.environ:
+        return "log"
+    return "attach"
+
+
+def _attach_timeout() -> float:
+    text = os.environ.get("LLMPDB_ATTACH_TIMEOUT", "").strip()
+    try:
+        value = float(text) if text else DEFAULT_ATTACH_TIMEOUT
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        _STATE.note_once(f"llmpdb: LLMPDB_ATTACH_TIMEOUT={text!r} is not a number of seconds; "
+                         f"using {DEFAULT_ATTACH_TIMEOUT:g}")
+        return DEFAULT_ATTACH_TIMEOUT
+    return value
+
+
+class _State:
+    """Per-process: the listener and its seat, whether a wait gave up, the hits of each site."""
+
+    def __init__(self):
+        self.listener: Listener | None = None
+        self.seat: Seat | None = None
+        self.failed: str | None = None
+        self.gave_up = False
+        self.stdin_ran_out = False
+        self.hits: Counter = Counter()
+        self.noted: set[str] = set()
+        self.pid = os.getpid()
+
+    def note_once(self, line: str) -> None:
+        if line not in self.noted:
+            self.noted.add(line)
+            _log(line)
+
+    def listener_or_none(self) -> Listener | None:
+        from ..remote.listener import Listener, RemoteError
+        from ..remote.seat import Seat
+        if self.pid != os.getpid():  # a forked child (a data-loader worker) gets its own listener
+            self.__init__()
+        if self.listener is None and self.failed is None:
+            listener = Listener.from_spec(os.environ.get("LLMPDB_LISTEN", ""), log=_log)
+            try:
+                listener.open()
+            except (RemoteError, OSError) as exc:
+                self.failed = f"llmpdb: cannot listen: {exc}; stops continue without waiting"
+                listener.close()
+                return None
+            self.listener, self.seat = listener, Seat(listener)
+            atexit.register(self.close)
+        return self.listener
+
+    def count(self, site) -> tuple[bool, str | None]:
+        """(log this hit?, a one-line note or None)."""
+        self.hits[site] += 1
+        n = self.hits[site]
+        note = None
+        if n == LOG_FIRST + 1:
+            note = (f"llmpdb: {site[0]}:{site[1]} stopped {LOG_FIRST} times; from now on 1 hit in "
+                    f"{LOG_EVERY} is logged")
+        return n <= LOG_FIRST or n % LOG_EVERY == 0, note
+
+    def close(self) -> None:
+        if self.pid != os.getpid():
+            return
+        if self.seat is not None:
+            self.seat.stop_watching()
+            self.seat.leave("Q", "llmpdb: the program ended")
+        if self.listener is not None:
+            self.listener.close()
+
+
+_STATE = _State()
+
+
+def client_attached() -> bool:
+    """Usage: ``client_attached()``; True while a client attached at an earlier stop is still connected."""
+    seat = _STATE.seat if _STATE.pid == os.getpid() else None
+    if seat is None:
+        return False
+    seat.stop_watching()  # the watcher of a running program reads the same socket
+    return seat.still_there()
+
+
+def install_attach_signal() -> None:
+    """Usage: ``install_attach_signal()`` (``python -m llmpdb`` does it); ``kill -USR1 PID`` then stops the
+    program at its next line, where the policy applies (``attach`` waits its full timeout again)."""
+    sigusr1 = getattr(signal, "SIGUSR1", None)
+    if sigusr1 is not None and signal.getsignal(sigusr1) == signal.SIG_DFL:
+        signal.signal(sigusr1, _stop_on_signal)
+
+
+def _stop_on_signal(signum, frame) -> None:
+    from ..session import SESSION
+
+    _STATE.gave_up = False
+    if SESSION.stopper is not None and frame is not None:
+        _log(f"llmpdb: SIGUSR1: stopping at {_where(frame)}")
+        SESSION.stopper(frame, None)
+
+
+def _interrupt_main() -> None:
+    """The client's Ctrl-C: SIGINT in the main thread, as a Ctrl-C at a local terminal (pdb's handler after
+    ``c`` stops at the next line). Sent once the main thread has left the debugger's own code: a stop asked
+    for while the debugger is still on its way out of the last stop would be undone by it."""
+    import _thread
+    import threading
+
+    _log("llmpdb: the client pressed Ctrl-C; interrupting the program")
+    main = threading.main_thread().ident
+    for _ in range(300):
+        frame = sys._current_frames().get(main)
+        if frame is None or not _is_debugger_frame(frame):
+            break
+        time.sleep(0.01)
+    _thread.interrupt_main(signal.SIGINT)
+
+
+def _is_debugger_frame(frame) -> bool:
+    name = frame.f_globals.get("__name__", "")
+    return name in ("bdb", "pdb", "pdbpp", "cmd") or name == "llmpdb" or name.startswith("llmpdb.")
+
+
+def _site(frame) -> tuple[str, int]:
+    return (frame.f_code.co_filename, frame.f_lineno) if frame is not None else ("?", 0)
+
+
+def _module_path(frame) -> str:
+    try:
+        from ..inspect.modules import frame_stack, module_frames
+
+        rows = module_frames(frame_stack(frame))
+    except Exception:  # a debugger is a guest: the line is written without the path
+        return ""
+    if not rows:
+        return ""
+    return f" · {rows[-1].qualname or '(root)'} ({rows[-1].class_name})"
+
+
+def stop_line(policy: str, frame) -> str:
+    """``llmpdb log 2026-12-03T13:50:01Z r0 work.py:5 work() · model.layers.0 (LlamaDecoderLayer)``"""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    rank = current_rank()
+    rank_text = f" r{rank}" if rank is not None else ""
+    return f"llmpdb {policy} {stamp}{rank_text} {_where(frame)}{_module_path(frame)}"
+
+
+def _where(frame) -> str:
+    return f"{frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}()" if frame is not None else "?"
+
+
+class HeadlessPolicyMixin:
+    """``interaction`` picks the policy; ``do_EOF`` ends an attached session or notes that stdin ran out."""
+
+    listen_from_start = False  # python -m llmpdb --listen: every stop goes to the listener
+    _llmpdb_seat: Seat | None = None
+    _policy_streams = False  # this stop's streams are the policy's (a client, the log): leave them be
+    _log_stop = False  # this stop is a logged one of the log policy (its tour may add `snapshot`)
+
+    def _tour_commands(self) -> list[str]:
+        commands = super()._tour_commands()
+        if self._log_stop and os.environ.get("LLMPDB_SNAPSHOT", "").strip().lower() not in ("", "0", "false"):
+            commands.append("snapshot")
+        return commands
+
+    def fit_streams(self) -> None:
+        """``HeadlessMixin.fit_streams`` points a stop at the process's usable streams; not a stop whose
+        streams the policy chose."""
+        fit = getattr(super(), "fit_streams", None)
+        if fit is not None and not self._policy_streams:
+            fit()
+
+    def _input_stream(self):
+        """The stream this debugger reads at a stop: the process's stdin when it is on it (``fit_streams``
+        may have put an empty stand-in in ``self.stdin`` for a closed one)."""
+        process = getattr(self, "_process_streams", None)
+        if process is not None and process[0]:
+            return sys.stdin
+        return self.stdin if self.stdin is not None else sys.stdin
+
+    def _headless_policy(self) -> str | None:
+        if self._llmpdb_seat is not None:
+            return None
+        if self.listen_from_start:
+            return "attach"
+        if getattr(self, "initial_stop", False):
+            return None
+        stream = self._input_stream()
+        if stream_is_terminal(stream):
+            return None
+        if input_is_absent(stream):
+            return chosen_policy()
+        if _STATE.stdin_ran_out and stream is sys.stdin and os.environ.get("LLMPDB_HEADLESS"):
+            return chosen_policy()
+        return None
+
+    def interaction(self, *args, **kwargs):
+        policy = self._headless_policy()
+        if policy is None:
+            return super().interaction(*args, **kwargs)
+        frame = args[0] if args else kwargs.get("frame")
+        tb = args[1] if len(args) > 1 else None
+        if frame is None and tb is not None:
+            tb = getattr(tb, "__traceback__", tb)
+            while tb is not None and tb.tb_next is not None:
+                tb = tb.tb_next
+            frame = tb.tb_frame if tb is not None else None
+        return getattr(self, "_headless_" + policy)(frame, args, kwargs)
+
+    # ---- skip and log ---------------------------------------------------------------------------------
+    def _headless_skip(self, frame, args, kwargs):
+        logged, note = _STATE.count(_site(frame))
+        if note:
+            _log(note)
+        if logged:
+            _log(stop_line("skip", frame) + ": continuing")
+        self.set_continue()
+
+    def _headless_log(self, frame, args, kwargs):
+        logged, note = _STATE.count(_site(frame))
+        if not logged:
+            if note:
+                _log(note)
+            self.set_continue()
+            return None
+        log_file = self._log_file()
+        self.fit_streams()  # the process's streams first (a closed stdout writes to stderr), then the policy's
+        saved = self.stdin, self.stdout, self.use_rawinput
+        self.stdin, self.use_rawinput = io.StringIO(""), 0  # the stop reads end of input at once: the tour
+        if log_file is not None:
+            self.stdout = log_file
+        self._policy_streams = self._log_stop = True
+        try:
+            if note:
+                self.message(note)
+            self.message(stop_line("log", frame))
+            return super().interaction(*args, **kwargs)
+        finally:
+            self.stdin, self.stdout, self.use_rawinput = saved
+            self._policy_streams = self._log_stop = False
+            if log_file is not None:
+                log_file.close()
+
+    def _log_file(self):
+        path = os.environ.get("LLMPDB_LOG", "")
+        if not path:
+            return None
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            return os.fdopen(fd, "a", encoding="utf-8", errors="replace")
+        except OSError as exc:
+            _STATE.note_once(f"llmpdb: cannot write LLMPDB_LOG={path}: {exc.strerror}; logging to the output")
+            return None
+
+    # ---- attach ---------------------------------------------------------------------------------------
+    def _headless_attach(self, frame, args, kwargs):
+        listener = _STATE.listener_or_none()
+        if listener is None:
+            _STATE.note_once(_STATE.failed)
+            return self._headless_skip(frame, args, kwargs)
+        seat = _STATE.seat
+        seat.stop_watching()
+        if not seat.still_there():
+            wait = 0.0 if _STATE.gave_up else _attach_timeout()
+            logged, note = _STATE.count(_site(frame)) if _STATE.gave_up else (True, None)
+            if note:
+                _log(note)
+            if logged:
+                waiting = f"waiting {wait:g} s for a client" if wait else "a client already waiting gets it"
+                _log(f"{stop_line('attach', frame)}: {waiting}: {listener.connect_command()}")
+            conn = listener.wait_client(time.time() + wait)
+            if conn is None:
+                if not _STATE.gave_up:
+                    _log(f"llmpdb: no client attached within {wait:g} s; continuing (later stops take a client "
+                         "that is already waiting, without waiting; LLMPDB_ATTACH_TIMEOUT=SECONDS waits longer)")
+                _STATE.gave_up = True
+                self.set_continue()
+                return None
+            seat.take(conn)
+            _log(f"llmpdb: {conn.who} attached")
+        return self._attached_interaction(seat, frame, args, kwargs)
+
+    def _attached_interaction(self, seat: Seat, frame, args, kwargs):
+        self.fit_streams()  # the process's streams, to come back to after the client's
+        saved = self.stdin, self.stdout, self.use_rawinput, self._color, self._width
+        self._seat_in(seat, frame)
+        try:
+            return super().interaction(*args, **kwargs)
+        finally:
+            self._llmpdb_seat, self._policy_streams = None, False
+            self.stdin, self.stdout, self.use_rawinput, self._color, self._width = saved
+            if seat.ended == "detach":
+                seat.leave("Q", "llmpdb: detached; the program continues")
+                _log("llmpdb: the client detached; the program continues")
+            elif getattr(self, "quitting", False):
+                seat.leave("Q", "llmpdb: quit (as `q` at a local prompt: the debugger stops the program)")
+                _log(f"llmpdb: {seat.conn.who if seat.conn else 'the client'} quit")
+            elif seat.conn is not None and seat.conn.alive:
+                seat.leave("C", "llmpdb: the program continues; you stay attached until its next stop "
+                                "(Ctrl-C stops it, as at a local prompt; Ctrl-D detaches)")
+                seat.watch(_interrupt_main)
+
+    def _seat_in(self, seat: Seat, frame) -> None:
+        hello = seat.conn.hello
+        self.stdin, self.stdout, self.use_rawinput = seat.stdin, seat.stdout, 0
+        self._policy_streams = True
+        self._color = bool(hello.get("color"))
+        columns = hello.get("columns")
+        self._width = columns if isinstance(columns, int) and 20 <= columns <= 1000 else self._width
+        self._llmpdb_seat = seat
+        try:
+            names = sorted(set(self.completenames("")))
+        except Exception:  # completion is a nicety: attach without it
+            names = []
+        import json
+
+        seat.conn.send("W", json.dumps({"pid": os.getpid(), "where": _where(frame) + _module_path(frame),
+                                        "commands": names}))
+
+    def do_EOF(self, arg):
+        """EOF
+        End of input. On a terminal (Ctrl-D) it quits like pdb. Without a terminal (a batch job, a pipe
+        that ran out) it runs the tour (LLMPDB_TOUR, default "shapes") and continues the program. From an
+        attached client (Ctrl-D there) it detaches and continues; a lost client may re-attach."""
+        seat = self._llmpdb_seat
+        if seat is None:
+            if self.stdin is sys.stdin and not stream_is_terminal(sys.stdin):
+                _STATE.stdin_ran_out = True
+            return super().do_EOF(arg)
+        if seat.ended == "drop":
+            wait = _attach_timeout()
+            _log(f"llmpdb: the client's connection was lost; waiting {wait:g} s for a re-attach: "
+                 f"{seat.listener.connect_command()}")
+            conn = seat.listener.wait_client(time.time() + wait)
+            if conn is not None:
+                seat.take(conn)
+                _log(f"llmpdb: {conn.who} attached")
+                self._seat_in(seat, self.curframe)
+                self.print_stack_entry(self.stack[self.curindex])
+                return None
+            _log(f"llmpdb: no client came back within {wait:g} s; continuing")
+            seat.conn = None
+        self.set_continue()
+        return 1

@@ -1,0 +1,155 @@
+"""``python -m llmpdb ranks --job [RUN_ID]``: from another terminal, where every rank of a torchrun job is.
+
+Usage::
+
+    python -m llmpdb ranks --job                 # the one running job llmpdb knows on this host
+    python -m llmpdb ranks --job 5ce0e3cb        # a job by (the start of) its torchrun run id
+    python -m llmpdb ranks --job --timeout 20    # wait longer for busy ranks
+
+Prints each rank's state (``ranks``), then its main thread's ``stack-model`` and the ``shapes`` of its
+innermost frame, without stopping the job, also while a rank is blocked inside a collective
+(``llmpdb.ranks.dump``). A job registers itself when llmpdb first runs in it (under ``python -m llmpdb`` at
+the start, with ``PYTHONBREAKPOINT=llmpdb.set_trace`` at its first stop): every rank writes
+``<tmp>/llmpdb-jobs-<uid>/<run id>.json`` naming torchrun's store. Exit status 0 when every rank answered,
+1 when some did not, 2 when no job (or more than one) matches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+
+from .commands import describe_rank
+from .dump import request_dumps
+from .store import RankJob, torchrun_prefix
+
+__all__ = ["register_job", "live_jobs", "main", "jobs_dir"]
+
+
+def jobs_dir() -> str:
+    """Usage: ``jobs_dir()`` -> ``/tmp/llmpdb-jobs-<uid>``; where running jobs register."""
+    return os.path.join(tempfile.gettempdir(), f"llmpdb-jobs-{os.getuid()}")
+
+
+def register_job(world: int) -> str | None:
+    """Write this torchrun job's entry (the store's address and prefix); None when not under torchrun."""
+    env = os.environ
+    run = env.get("TORCHELASTIC_RUN_ID")
+    if not run or env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() != "true":
+        return None
+    entry = {"run": run, "host": env.get("MASTER_ADDR", ""), "port": int(env.get("MASTER_PORT", "0") or 0),
+             "prefix": torchrun_prefix(), "world": world, "launcher_pid": os.getppid(), "since": time.time()}
+    path = os.path.join(jobs_dir(), f"{run}.json")
+    try:
+        os.makedirs(jobs_dir(), mode=0o700, exist_ok=True)
+        temporary = f"{path}.{os.getpid()}"
+        with open(temporary, "w", encoding="utf-8") as handle:
+            json.dump(entry, handle)
+        os.replace(temporary, path)
+    except OSError:
+        return None
+    return path
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def live_jobs() -> list[dict]:
+    """Usage: ``live_jobs()``; the registered jobs whose launcher still runs, newest first."""
+    jobs = []
+    try:
+        names = os.listdir(jobs_dir())
+    except OSError:
+        return []
+    for name in names:
+        if not name.endswith(".json"):
+            continue
+        try:
+            with open(os.path.join(jobs_dir(), name), encoding="utf-8") as handle:
+                entry = json.load(handle)
+        except (OSError, ValueError):
+            continue
+        if isinstance(entry, dict) and _alive(int(entry.get("launcher_pid", 0) or 0)):
+            jobs.append(entry)
+    return sorted(jobs, key=lambda entry: entry.get("since", 0), reverse=True)
+
+
+def _connect(entry: dict, timeout: float):
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    client = dist.TCPStore(entry["host"], int(entry["port"]), is_master=False,
+                           timeout=timedelta(seconds=timeout), wait_for_workers=False)
+    return dist.PrefixStore(entry["prefix"], client)
+
+
+USAGE = "usage: python -m llmpdb ranks --job [RUN_ID] [--timeout SECONDS]  (every rank's stack and shapes)"
+
+
+def _parse(argv: list[str]):
+    """(run id prefix, timeout), "help", or None for bad arguments."""
+    wanted, timeout, words = None, 10.0, list(argv)
+    try:
+        while words:
+            word = words.pop(0)
+            if word in ("-h", "--help"):
+                return "help"
+            if word == "--job":
+                wanted = words.pop(0) if words and not words[0].startswith("-") else ""
+            elif word.startswith("--job="):
+                wanted = word.split("=", 1)[1]
+            elif word == "--timeout" and words:
+                timeout = float(words.pop(0))
+            elif word.startswith("--timeout="):
+                timeout = float(word.split("=", 1)[1])
+            else:
+                return None
+    except ValueError:
+        return None
+    return (wanted, timeout) if wanted is not None and timeout > 0 else None
+
+
+def main(argv: list[str]) -> int:
+    """Usage: ``main(["--job"])``; print every rank's stack and shapes; returns the exit status."""
+    parsed = _parse(argv)
+    if parsed is None:
+        print(USAGE, file=sys.stderr)
+        return 2
+    if parsed == "help":
+        print(USAGE)
+        return 0
+    wanted, timeout = parsed
+    jobs = [entry for entry in live_jobs() if str(entry.get("run", "")).startswith(wanted)]
+    if len(jobs) != 1:
+        if not jobs:
+            print(f"llmpdb: no running torchrun job{' ' + wanted if wanted else ''} registered in {jobs_dir()} "
+                  "(a job registers when llmpdb first runs in it)", file=sys.stderr)
+        else:
+            print("llmpdb: several jobs run; name one with --job RUN_ID:", file=sys.stderr)
+            for entry in jobs:
+                print(f"  {entry['run']}  {entry['world']} ranks  store {entry['host']}:{entry['port']}",
+                      file=sys.stderr)
+        return 2
+    entry = jobs[0]
+    store = _connect(entry, timeout)
+    view = RankJob(store, -1, int(entry["world"]), 0, "cli")
+    print(f"llmpdb: job {entry['run']}, {entry['world']} ranks, torchrun store {entry['host']}:{entry['port']}")
+    answers = request_dumps(store, int(entry["world"]), timeout=timeout)
+    for rank, text in answers.items():
+        record = view.record(rank)
+        host = f" on {record.host}, pid {record.pid}" if record is not None else ""
+        print(f"\n=== rank {rank}{host}: {describe_rank(record)}")
+        print(text if text is not None else f"no answer within {timeout:g} s (its llmpdb watcher is not running: "
+              "the rank has not run llmpdb yet, or it holds the GIL in C code)")
+    return 0 if all(text is not None for text in answers.values()) else 1
