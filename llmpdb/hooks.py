@@ -18,7 +18,7 @@ import sys
 import threading
 
 from .forward.arming import dynamo_disable
-from .debugger.muting import MUTING
+from .breakpoints.muting import MUTING
 from .session import SESSION
 from .debugger.thread_gate import STOP_GATE
 

@@ -66,7 +66,7 @@ def _parse(argv: list[str]):
         print(USAGE)
         raise SystemExit(0)
     if "--version" in names:
-        from .. import __version__
+        from ..version import __version__
         from ..base import BASE_FALLBACK_REASON, BASE_NAME
 
         extra = f" ({BASE_FALLBACK_REASON})" if BASE_FALLBACK_REASON else ""
@@ -159,7 +159,7 @@ def _run(debugger, target) -> int:
             traceback.print_exc()
             return 1
         except BaseException as exc:
-            from ..debugger.stepping import program_traceback
+            from ..inspect.debugger_frames import program_traceback
 
             traceback.print_exception(type(exc), exc, program_traceback(exc.__traceback__))
             if _crash_report_ends(debugger, exc):

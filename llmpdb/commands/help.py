@@ -18,7 +18,7 @@ import inspect
 import re
 from dataclasses import dataclass
 
-from ..config_file import config
+from ..render.config_file import config
 from ..session import SESSION
 from ._command import usage_of
 

@@ -45,7 +45,7 @@ def history_size() -> int:
     text = os.environ.get("LLMPDB_HISTORY_SIZE", "").strip()
     if text.isdigit():
         return int(text)
-    from ..config_file import config
+    from ..render.config_file import config
     return config().history_size
 
 

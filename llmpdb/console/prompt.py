@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Callable
 
 from .history import DEFAULT_HISTORY_SIZE, history_path, history_size
 from .history import open_history as _open_history
-from ..headless.tour import stream_is_terminal
+from ..headless.streams import stream_is_terminal
 
 if TYPE_CHECKING:  # the completion module loads with the first console (start-up stays light)
     from .completion import CompletionContext
@@ -225,7 +225,7 @@ class ConsoleMixin:
             return None
         if self.stdin not in (None, sys.stdin) or self.stdout not in (None, sys.stdout):
             return None
-        from ..ranks.mixin import current_rank
+        from ..identity import current_rank
 
         if current_rank() is not None:
             return None

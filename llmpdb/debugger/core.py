@@ -20,21 +20,24 @@ import shutil
 import sys
 
 from ..base import BASE_NAME, BasePdb
-from ..breakpoints import FastBreakpointsMixin, SafeInterruptMixin
+from ..breakpoints.interrupt import SafeInterruptMixin
+from ..breakpoints.mixin import FastBreakpointsMixin
 from ..commands import COMMAND_MIXINS
 from ..commands._command import CommandError
 from ..console.prompt import ConsoleMixin
-from ..ranks.mixin import DistributedMixin, rank_suffix
+from ..identity import rank_suffix
+from ..ranks.mixin import DistributedMixin
 from ..headless.tour import HeadlessMixin
 from ..headless.policy import HeadlessPolicyMixin
 from ..inspect.frames import pin_locals, unpin_locals
 from ..console.colouring import ColourMixin
-from ..config_file import config, style_for
+from ..render.config_file import config, style_for
 from ..render.style import Style
 from .recursive import RecursiveDebugMixin
 from .restart import RestartMixin
 from ..session import SESSION, stop_notes
 from .thread_gate import ThreadGateMixin
+from .pipeline import StopPipeline
 from .stepping import SteppingMixin
 
 __all__ = ["Pdb"]
@@ -230,9 +233,10 @@ class _LlmpdbCore:
         eval("None")
         return super().postcmd(stop, line)
 
-    def interaction(self, *args, **kwargs):
+    def stop_state(self, stop, proceed):
+        """Stop stage ``stop state``: after the stop, forget its notes, the first-line flag, pinned locals."""
         try:
-            return super().interaction(*args, **kwargs)
+            return proceed()
         finally:
             self._noted_stop = None
             self.initial_stop = False
@@ -259,7 +263,7 @@ def _build_class() -> type:
               else (FastBreakpointsMixin,))
     bases = (DistributedMixin, *COMMAND_MIXINS, *engine, SteppingMixin, RecursiveDebugMixin, RestartMixin,
              ThreadGateMixin, HeadlessPolicyMixin, HeadlessMixin, ConsoleMixin, ColourMixin, _LlmpdbCore,
-             BasePdb)
+             StopPipeline, BasePdb)
     return type("Pdb", bases, {"__module__": __name__, "__qualname__": "LlmpdbPdb",
                                "__doc__": f"llmpdb debugger on the {BASE_NAME} base."})
 

@@ -25,12 +25,12 @@ import traceback
 
 from ..commands.navigation import render_stack_model, user_root
 from ..commands.shapes import render_frame_shapes
-from ..ranks.mixin import current_rank, world_size
+from ..identity import current_rank, world_size
 from ..inspect.frames import frame_locals
 from ..inspect.modules import model_stack
 from ..files.private_file import PrivateFileError, write_private_file
 from ..render.style import Style
-from ..debugger.stepping import program_traceback
+from ..inspect.debugger_frames import program_traceback
 
 __all__ = ["crash_report", "save_crash_report", "report_destination", "exception_chain", "REPORT_WIDTH"]
 
@@ -94,7 +94,7 @@ def _version(name: str) -> str | None:
 
 
 def _header(chain: list[BaseException], argv: list[str]) -> str:
-    from .. import __version__
+    from ..version import __version__
     from ..base import BASE_NAME
 
     rank, size = current_rank(), world_size()

@@ -40,8 +40,9 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from ..ranks.mixin import current_rank, share_if_discarded
-from .tour import stream_is_terminal
+from ..identity import current_rank
+from ..session import SESSION
+from .streams import stream_is_terminal
 
 if TYPE_CHECKING:  # annotations only: sockets are imported when a listener is opened
     from ..remote.listener import Listener
@@ -63,7 +64,7 @@ def _log(line: str) -> None:
         stream.flush()
     except (OSError, ValueError, AttributeError):
         pass
-    share_if_discarded(line)  # under torchrun's --local-ranks-filter, a visible rank prints it
+    SESSION.relay_line(line)  # under torchrun's --local-ranks-filter, a visible rank prints it
 
 
 def input_is_absent(stream) -> bool:
@@ -289,21 +290,22 @@ class HeadlessPolicyMixin:
             return chosen_policy()
         return None
 
-    def interaction(self, *args, **kwargs):
+    def stop_headless_policy(self, stop, proceed):
+        """Stop stage ``headless policy``: with no terminal to read, attach a client, log a tour, or skip."""
         policy = self._headless_policy()
         if policy is None:
-            return super().interaction(*args, **kwargs)
-        frame = args[0] if args else kwargs.get("frame")
-        tb = args[1] if len(args) > 1 else None
+            return proceed()
+        frame, tb = stop.frame, stop.tb_or_exc
         if frame is None and tb is not None:
             tb = getattr(tb, "__traceback__", tb)
             while tb is not None and tb.tb_next is not None:
                 tb = tb.tb_next
             frame = tb.tb_frame if tb is not None else None
-        return getattr(self, "_headless_" + policy)(frame, args, kwargs)
+        run = {"skip": self._headless_skip, "log": self._headless_log, "attach": self._headless_attach}[policy]
+        return run(frame, proceed)
 
     # ---- skip and log ---------------------------------------------------------------------------------
-    def _headless_skip(self, frame, args, kwargs):
+    def _headless_skip(self, frame, proceed):
         logged, note = _STATE.count(_site(frame))
         if note:
             _log(note)
@@ -311,7 +313,7 @@ class HeadlessPolicyMixin:
             _log(stop_line("skip", frame) + ": continuing")
         self.set_continue()
 
-    def _headless_log(self, frame, args, kwargs):
+    def _headless_log(self, frame, proceed):
         logged, note = _STATE.count(_site(frame))
         if not logged:
             if note:
@@ -329,7 +331,7 @@ class HeadlessPolicyMixin:
             if note:
                 self.message(note)
             self.message(stop_line("log", frame))
-            return super().interaction(*args, **kwargs)
+            return proceed()
         finally:
             self.stdin, self.stdout, self.use_rawinput = saved
             self._policy_streams = self._log_stop = False
@@ -348,11 +350,11 @@ class HeadlessPolicyMixin:
             return None
 
     # ---- attach ---------------------------------------------------------------------------------------
-    def _headless_attach(self, frame, args, kwargs):
+    def _headless_attach(self, frame, proceed):
         listener = _STATE.listener_or_none()
         if listener is None:
             _STATE.note_once(_STATE.failed)
-            return self._headless_skip(frame, args, kwargs)
+            return self._headless_skip(frame, proceed)
         seat = _STATE.seat
         seat.stop_watching()
         if not seat.still_there():
@@ -373,14 +375,14 @@ class HeadlessPolicyMixin:
                 return None
             seat.take(conn)
             _log(f"llmpdb: {conn.who} attached")
-        return self._attached_interaction(seat, frame, args, kwargs)
+        return self._attached_interaction(seat, frame, proceed)
 
-    def _attached_interaction(self, seat: Seat, frame, args, kwargs):
+    def _attached_interaction(self, seat: Seat, frame, proceed):
         self.fit_streams()  # the process's streams, to come back to after the client's
         saved = self.stdin, self.stdout, self.use_rawinput, self._color, self._width
         self._seat_in(seat, frame)
         try:
-            return super().interaction(*args, **kwargs)
+            return proceed()
         finally:
             self._llmpdb_seat, self._policy_streams = None, False
             self.stdin, self.stdout, self.use_rawinput, self._color, self._width = saved

@@ -105,3 +105,11 @@ def stop_streams(stdin, stdout, stderr) -> StopStreams:
                                                       if output is stderr else ""))
     return StopStreams(stdin if readable(stdin) else io.StringIO(""), output,
                        "llmpdb: " + "; ".join(missing) if missing else None)
+
+
+def stream_is_terminal(stream) -> bool:
+    """Usage: ``stream_is_terminal(sys.stdin)``; False for None, a closed stream or anything but a tty."""
+    try:
+        return bool(stream is not None and stream.isatty())
+    except (ValueError, OSError, AttributeError):
+        return False

@@ -18,19 +18,11 @@ import contextlib
 import os
 import sys
 
-from .streams import stop_streams, writable
+from .streams import stop_streams, stream_is_terminal, writable
 
-__all__ = ["HeadlessMixin", "DEFAULT_TOUR", "stream_is_terminal"]
+__all__ = ["HeadlessMixin", "DEFAULT_TOUR"]
 
 DEFAULT_TOUR = "shapes"
-
-
-def stream_is_terminal(stream) -> bool:
-    """Usage: ``stream_is_terminal(sys.stdin)``; False for None, a closed stream or anything but a tty."""
-    try:
-        return bool(stream is not None and stream.isatty())
-    except (ValueError, OSError, AttributeError):
-        return False
 
 
 class HeadlessMixin:
@@ -65,9 +57,10 @@ class HeadlessMixin:
             self._streams_note_said = True
             self.message(streams.note)
 
-    def interaction(self, *args, **kwargs):
+    def stop_fit_streams(self, stop, proceed):
+        """Stop stage ``streams``: point the debugger at the standard streams that still work."""
         self.fit_streams()
-        return super().interaction(*args, **kwargs)
+        return proceed()
 
     def _custom_completer(self):
         """pdb++ sets up line editing at each stop (pyrepl reads fd 0); without ``input()`` there is none."""

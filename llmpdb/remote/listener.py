@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from ..ranks.mixin import current_rank
+from ..identity import current_rank
 
 __all__ = ["Listener", "Connection", "RemoteError", "connect", "socket_dir", "parse_target", "job_name",
            "HELLO_SECONDS"]

@@ -2,7 +2,7 @@
 
 Usage::
 
-    from llmpdb.config_file import config
+    from llmpdb.render.config_file import config
     cfg = config()                 # a Config; defaults when there is no file or it is bad
     cfg.color, cfg.colors, cfg.width, cfg.shapes["stats"], cfg.history_size, cfg.banner
     for line in take_warnings(): print(line)   # each problem once per process
@@ -32,7 +32,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 
-from .render.style import ROLES, Style, color_code, color_enabled
+from .style import ROLES, Style, color_code, color_enabled
 
 __all__ = ["Config", "config", "config_path", "load_config", "parse_config", "take_warnings", "style_for",
            "MAX_BYTES"]
