@@ -85,6 +85,11 @@ class CatchCommands:
             where = f" if {catch.condition}" if catch.condition else ""
             self.message(f"{catch.number:<4} {catch.pattern + where:<32} {catch.hits}")
 
+    stop_exception: BaseException | None = None  # the exception of this catch stop
+
+    def caught_exception(self):
+        return self.stop_exception
+
     def catch_stop(self, frame, exc: BaseException, tb, catch, note: str | None) -> None:
         """Stop at ``frame`` where ``exc`` was just raised; afterwards pdb's stepping goes on from there."""
         if self.botframe is None:  # no session yet: the outermost frame is the bottom, as set_trace does

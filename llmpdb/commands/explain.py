@@ -53,7 +53,7 @@ class ExplainCommands:
             if exc is None and handled_tb is not None and _innermost(handled_tb).tb_frame is _innermost(tb).tb_frame:
                 exc = handled
             if exc is None:
-                exc = getattr(self, "stop_exception", None)
+                exc = self.caught_exception()
             return tb, exc
         if handled_tb is not None:
             return handled_tb, handled

@@ -121,7 +121,7 @@ class HelpCommands:
     def preloop(self):
         super().preloop()
         shown = SESSION.memory("help-banner", dict)
-        if shown or not config().banner or not getattr(self, "_stdin_is_terminal", lambda: False)():
+        if shown or not config().banner or not self.reads_a_terminal():
             return
         shown["said"] = True
         self.message(BANNER)

@@ -221,7 +221,7 @@ class ConsoleMixin:
     """``cmdloop`` reads each line through the terminal console when this stop can use it."""
 
     def _stop_console(self) -> Console | None:
-        if not self.use_rawinput or getattr(self, "_llmpdb_depth", 0) or getattr(self, "_policy_streams", False):
+        if not self.use_rawinput or self.debug_depth() or self.policy_streams_in_use():
             return None
         if self.stdin not in (None, sys.stdin) or self.stdout not in (None, sys.stdout):
             return None
@@ -244,8 +244,7 @@ class ConsoleMixin:
         namespace.update(self.frame_locals())
 
         def roots() -> list:
-            finder = getattr(self, "_nav_roots", None)
-            return list(finder()[0]) if finder is not None else []
+            return self.model_roots()
 
         return CompletionContext(commands=commands, namespace=namespace, roots=roots)
 

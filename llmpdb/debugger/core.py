@@ -73,6 +73,32 @@ class _LlmpdbCore:
         pass
 
     # ---- context offered to commands --------------------------------------------------------------
+    # What a command or another family may ask the debugger, by name. The core answers for a plain debugger;
+    # the family that knows better overrides (named beside each): no mixin reads another's private state.
+    def nobody_can_answer(self) -> bool:
+        """True when a question asked now would get no typed answer (headless/policy.py: the log policy)."""
+        return False
+
+    def reads_a_terminal(self) -> bool:
+        """True when this stop reads its commands from a terminal (headless/tour.py)."""
+        return False
+
+    def policy_streams_in_use(self) -> bool:
+        """True when this stop's streams are the headless policy's: a client or the log (headless/policy.py)."""
+        return False
+
+    def debug_depth(self) -> int:
+        """How many `debug CODE` levels deep this debugger is; 0 for the program's (debugger/recursive.py)."""
+        return 0
+
+    def model_roots(self) -> list:
+        """The root models names are given from (commands/navigation.py: `root-model`, the stack, the frame)."""
+        return []
+
+    def caught_exception(self):
+        """The exception this stop was made for by `catch`, else None (commands/catch.py)."""
+        return None
+
     def current_frame(self):
         return getattr(self, "curframe", None)
 

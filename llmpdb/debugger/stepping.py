@@ -70,7 +70,7 @@ class SteppingMixin:
 
     def _typed_code(self, frame) -> bool:
         """The string a recursive debugger runs is the code typed after ``debug``, not a launcher."""
-        return getattr(self, "_llmpdb_depth", 0) > 0 and frame.f_code.co_filename == "<string>"
+        return self.debug_depth() > 0 and frame.f_code.co_filename == "<string>"
 
     def user_call(self, frame, argument_list):
         if (self._llmpdb_step_mode == STEP_FORWARD and not getattr(self, "_wait_for_mainpyfile", False)

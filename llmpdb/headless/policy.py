@@ -251,6 +251,12 @@ class HeadlessPolicyMixin:
     listen_from_start = False  # python -m llmpdb --listen: every stop goes to the listener
     _llmpdb_seat: Seat | None = None
     _policy_streams = False  # this stop's streams are the policy's (a client, the log): leave them be
+
+    def nobody_can_answer(self) -> bool:
+        return self._policy_streams and self._llmpdb_seat is None  # the log policy reads an empty input
+
+    def policy_streams_in_use(self) -> bool:
+        return self._policy_streams
     _log_stop = False  # this stop is a logged one of the log policy (its tour may add `snapshot`)
 
     def _tour_commands(self) -> list[str]:
@@ -279,7 +285,7 @@ class HeadlessPolicyMixin:
             return None
         if self.listen_from_start:
             return "attach"
-        if getattr(self, "initial_stop", False):
+        if self.initial_stop:
             return None
         stream = self._input_stream()
         if stream_is_terminal(stream):

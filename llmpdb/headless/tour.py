@@ -68,7 +68,7 @@ class HeadlessMixin:
             return contextlib.nullcontext()
         return super()._custom_completer()
 
-    def _stdin_is_terminal(self) -> bool:
+    def reads_a_terminal(self) -> bool:
         return stream_is_terminal(self.stdin if self.stdin is not None else sys.stdin)
 
     def _tour_commands(self) -> list[str]:
@@ -81,7 +81,7 @@ class HeadlessMixin:
         """EOF
         End of input. On a terminal (Ctrl-D) it quits like pdb. Without a terminal (a batch job, a pipe
         that ran out) it runs the tour (LLMPDB_TOUR, default "shapes") and continues the program."""
-        if self._stdin_is_terminal():
+        if self.reads_a_terminal():
             return super().do_EOF(arg)
         self.message("")
         if not self.initial_stop:
