@@ -3,7 +3,7 @@ with two ranks as two threads of this process.
 
 Usage::
 
-    python -m pytest tests/test_rank_wait.py -q
+    python -m pytest tests/ranks/test_wait.py -q
 """
 
 from __future__ import annotations
