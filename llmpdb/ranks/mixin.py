@@ -206,6 +206,10 @@ class DistributedMixin(RankCommands):
                 return False
             if not job.is_interactive and policy["mode"] == "off":
                 return False
+        if job.is_interactive and tb is None:
+            joined = self._rank_join_if_prompted(job, stop, where)
+            if joined is not None:
+                return joined
         if job.is_interactive or tb is not None:  # a post-mortem queues at once: no other rank will come here
             if tb is not None:
                 where = f"post-mortem of {_exception_name()} at {where}"
@@ -226,6 +230,32 @@ class DistributedMixin(RankCommands):
         job.publish("prompt", where, stop)
         self._rank_origin, self._rank_where = stop, where
         return True
+
+    def _rank_join_if_prompted(self, job: RankJob, stop: str, where: str) -> bool | None:
+        """The interactive rank arrives late at a stop the job already prompted for (another rank took the
+        terminal after the grace): one prompt per stop, so it joins that stop, or runs on when it was already
+        released. None when nobody prompted here: the caller queues for the terminal as usual."""
+        if job.released(stop):
+            message_on_terminal(self, f"llmpdb r{job.rank}: the job already stopped at {where} (another rank "
+                                      f"prompted there); rank {job.rank} runs on")
+            return False
+        owner = job.terminal_owner()
+        holder = job.record(owner) if owner is not None and owner != job.rank else None
+        if holder is None or holder.stop != stop or holder.state not in ("prompt", "queued"):
+            return None
+        job.publish("waiting", where, stop)
+        message_on_terminal(self, f"llmpdb r{job.rank}: rank {owner} is prompting at this stop for the job; "
+                                  f"rank {job.rank} waits here and continues with the others")
+        outcome, reason = wait_at_stop(job, stop)
+        if outcome == QUIT:
+            self._rank_end(job, f"{reason}; rank {job.rank} ends too", announce=False)
+        if outcome == PROMPT:  # handed the terminal (`rank K`), or the prompting rank ended
+            message_on_terminal(self, f"llmpdb r{job.rank}: {reason}")
+            job.publish("prompt", where, stop)
+            self._rank_origin, self._rank_where = stop, where
+            return True
+        job.publish("running")
+        return False
 
     def _rank_after_prompt(self, job: RankJob) -> bool:
         """After the command loop: quit, hand over (True: the terminal came back here), step, or continue."""
