@@ -21,6 +21,7 @@ import sys
 
 from .commands import RankCommands
 from .dump import start_watcher
+from .launcher import stop_restarts
 from .terminal import message_on_terminal, prompt_terminal, stderr_is_discarded
 from .wait import PROMPT, QUIT, RESUME, StepWatchdog, wait_at_stop, wait_for_terminal
 from .store import RankJob, StoreUnavailable, connect_store
@@ -303,9 +304,18 @@ class DistributedMixin(RankCommands):
         except Exception as exc:  # the store may be gone: end anyway
             self.message(f"llmpdb r{job.rank}: cannot tell the other ranks: {type(exc).__name__}: {exc}")
         message_on_terminal(self, f"llmpdb r{job.rank}: {reason} (exit status {QUIT_STATUS})")
+        self._flush_streams()
+
+        def say(line: str) -> None:
+            message_on_terminal(self, line)
+            self._flush_streams()
+
+        stop_restarts(job, say)
+        os._exit(QUIT_STATUS)
+
+    def _flush_streams(self) -> None:
         for stream in (self.stdout, sys.stdout, sys.stderr):
             try:
                 stream.flush()
             except (AttributeError, OSError, ValueError):
                 pass
-        os._exit(QUIT_STATUS)

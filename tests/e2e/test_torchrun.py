@@ -169,6 +169,23 @@ def test_rank0_late_past_the_grace_joins_the_stop_rank1_prompts_for_one_prompt_p
         assert session.exitstatus == 0, rest
 
 
+@pytest.mark.timeout(90)
+def test_quit_under_max_restarts_ends_the_job_instead_of_restarting_it():
+    """torchrun --max-restarts 2 restarted the job after `q` (it took three `q`): the elastic agent restarts
+    failed workers. The quitting rank asks its launcher to end the job."""
+    with torchrun(["--max-restarts", "2", EXAMPLE], PYTHONBREAKPOINT="llmpdb.set_trace") as session:
+        _first_prompt(session)
+        session.child.sendline("q")
+        session.child.expect("every rank of the job ends", timeout=20)
+        session.child.expect("asking torchrun \\(pid \\d+\\) to end the job instead of restarting it "
+                             "\\(2 restart\\(s\\) were left\\)", timeout=20)
+        session.child.expect(pexpect.EOF, timeout=30)
+        rest = session.child.before
+        assert "(llmpdb r" not in rest, rest  # no second round of the job prompted again
+        session.child.close()
+        assert session.child.exitstatus not in (0, None), rest
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("how", ["quit", "ctrl-d", "ctrl-c twice"])
 def test_quit_ctrl_d_or_ctrl_c_twice_on_rank0_ends_every_rank_within_10_s(how):
