@@ -159,14 +159,14 @@ def _run(debugger, target) -> int:
             traceback.print_exc()
             return 1
         except BaseException as exc:
-            from ..debugger.stepping import program_traceback
+            from ..headless.exception_text import exception_field, python_traceback_text
 
-            traceback.print_exception(type(exc), exc, program_traceback(exc.__traceback__))
+            _print_error(python_traceback_text(exc))
             if _crash_report_ends(debugger, exc):
                 return 1
             _say("llmpdb: uncaught exception; post-mortem debugging (`c` or `q` ends the program)")
             try:
-                debugger.interaction(None, exc.__traceback__)
+                debugger.interaction(None, exception_field(exc, "__traceback__"))
             except RESTART:
                 _restarting(debugger, target)
                 continue
@@ -190,10 +190,21 @@ def _crash_report_ends(debugger, exc: BaseException) -> bool:
     from ..headless.policy import client_attached
 
     _, line = save_crash_report(exc, report_destination(_REPORT))
-    print(line, file=sys.stderr if sys.stderr is not None else sys.__stderr__, flush=True)
+    _print_error(line + "\n")
     attach = policy == "attach" and (os.environ.get("LLMPDB_HEADLESS", "").strip().lower() == "attach"
                                      or os.environ.get("LLMPDB_LISTEN") or client_attached())
     return _REPORT is not None or not attach
+
+
+def _print_error(text: str) -> None:
+    """Write to stderr (``sys.__stderr__`` when the program replaced it with None); a closed or full one
+    drops it."""
+    stream = sys.stderr if sys.stderr is not None else sys.__stderr__
+    try:
+        stream.write(text)
+        stream.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def _restarting(debugger, target) -> None:
