@@ -116,9 +116,10 @@ def main(argv: list[str] | None = None) -> None:
     from ..headless.policy import install_attach_signal
     from ..hooks import install, set_debugger
 
-    target_class = stdlib_pdb._ModuleTarget if as_module else stdlib_pdb._ScriptTarget
+    from .targets import program_target
+
     try:
-        target = target_class(args[0])
+        target = program_target(stdlib_pdb, args[0], as_module)
         check = getattr(target, "check", None)
         if check is not None:
             check()

@@ -114,3 +114,35 @@ def test_version_names_the_base():
     result = run_llmpdb(["--version"])
     assert result.returncode == 0
     assert result.stdout.startswith("llmpdb 0.1.0 on pdb")
+
+
+SPAWN_SCRIPT = textwrap.dedent(
+    """
+    import multiprocessing, os, sys
+
+    def square(x):
+        return x * x, __name__
+
+    if __name__ == "__main__":
+        with multiprocessing.get_context("spawn").Pool(2) as pool:
+            print("squares", pool.map(square, range(5)))
+        print("main", __name__, os.path.basename(__file__), sys.argv[1:])
+    """
+)
+
+
+@pytest.mark.parametrize("as_module", [False, True], ids=["script", "module"])
+def test_multiprocessing_spawn_runs_as_under_plain_python(tmp_path, as_module):
+    (tmp_path / "spawner.py").write_text(SPAWN_SCRIPT)
+    target = ["-m", "spawner"] if as_module else [str(tmp_path / "spawner.py")]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONBREAKPOINT"}
+    plain = subprocess.run([sys.executable, *target, "x"], capture_output=True, text=True, timeout=120,
+                           cwd=tmp_path, env=env, stdin=subprocess.DEVNULL)
+    assert plain.returncode == 0, plain.stderr
+    result = run_llmpdb(["-c", "continue", *target, "x"], timeout=120, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    program = [line for line in result.stdout.splitlines() if line.startswith(("squares", "main"))]
+    assert program == plain.stdout.splitlines(), result.stdout
+    assert program[0] == "squares [(0, '__mp_main__'), (1, '__mp_main__'), (4, '__mp_main__'), (9, '__mp_main__')," \
+                         " (16, '__mp_main__')]"
