@@ -135,8 +135,12 @@ class CatchCommands:
             CATCHES.paused -= 1
             CATCHES.rearm()
 
-    def trace_dispatch(self, frame, event, arg):
-        """3.11: a frame pdb traces (the one you stopped in, or while stepping) reports its raises here."""
+    def trace_dispatch(self, frame, event, arg, _finalizing=sys.is_finalizing):
+        """3.11: a frame pdb traces (the one you stopped in, or while stepping) reports its raises here.
+        At interpreter shutdown (after ``atexit``) nothing stops: the modules' globals, bdb's and ours, are
+        being cleared, and a ``__del__`` that runs then would only print ``Exception ignored`` noise."""
+        if _finalizing():
+            return None
         if event == "exception" and CATCHES.frame_tracer() is not None and CATCHES.on_raise(frame, *arg[1:]):
             return self.trace_dispatch  # shown by the catch: pdb does not show the same exception again
         return super().trace_dispatch(frame, event, arg)
