@@ -177,4 +177,6 @@ def save_crash_report(exc: BaseException, path: str) -> tuple[bool, str]:
         written = write_private_file(path, crash_report(exc))
     except PrivateFileError as exc_:
         return False, f"llmpdb: no crash report: {exc_}"
+    except Exception as exc_:  # noqa: BLE001 - a bug of llmpdb's never hides the program's own traceback
+        return False, f"llmpdb: no crash report: {type(exc_).__name__} while writing it"
     return True, f"llmpdb: crash report written to {written}"
