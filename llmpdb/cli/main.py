@@ -66,7 +66,7 @@ def _parse(argv: list[str]):
         print(USAGE)
         raise SystemExit(0)
     if "--version" in names:
-        from ..version import __version__
+        from .. import __version__
         from ..base import BASE_FALLBACK_REASON, BASE_NAME
 
         extra = f" ({BASE_FALLBACK_REASON})" if BASE_FALLBACK_REASON else ""
@@ -116,9 +116,10 @@ def main(argv: list[str] | None = None) -> None:
     from ..headless.policy import install_attach_signal
     from ..hooks import install, set_debugger
 
-    target_class = stdlib_pdb._ModuleTarget if as_module else stdlib_pdb._ScriptTarget
+    from .targets import program_target
+
     try:
-        target = target_class(args[0])
+        target = program_target(stdlib_pdb, args[0], as_module)
         check = getattr(target, "check", None)
         if check is not None:
             check()
@@ -159,14 +160,14 @@ def _run(debugger, target) -> int:
             traceback.print_exc()
             return 1
         except BaseException as exc:
-            from ..inspect.debugger_frames import program_traceback
+            from ..headless.exception_text import exception_field, python_traceback_text
 
-            traceback.print_exception(type(exc), exc, program_traceback(exc.__traceback__))
+            _print_error(python_traceback_text(exc))
             if _crash_report_ends(debugger, exc):
                 return 1
             _say("llmpdb: uncaught exception; post-mortem debugging (`c` or `q` ends the program)")
             try:
-                debugger.interaction(None, exc.__traceback__)
+                debugger.interaction(None, exception_field(exc, "__traceback__"))
             except RESTART:
                 _restarting(debugger, target)
                 continue
@@ -190,10 +191,21 @@ def _crash_report_ends(debugger, exc: BaseException) -> bool:
     from ..headless.policy import client_attached
 
     _, line = save_crash_report(exc, report_destination(_REPORT))
-    print(line, file=sys.stderr if sys.stderr is not None else sys.__stderr__, flush=True)
+    _print_error(line + "\n")
     attach = policy == "attach" and (os.environ.get("LLMPDB_HEADLESS", "").strip().lower() == "attach"
                                      or os.environ.get("LLMPDB_LISTEN") or client_attached())
     return _REPORT is not None or not attach
+
+
+def _print_error(text: str) -> None:
+    """Write to stderr (``sys.__stderr__`` when the program replaced it with None); a closed or full one
+    drops it."""
+    stream = sys.stderr if sys.stderr is not None else sys.__stderr__
+    try:
+        stream.write(text)
+        stream.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def _restarting(debugger, target) -> None:

@@ -27,6 +27,7 @@ in the class's MRO, so none can be skipped by a ``super()`` call (``tests/debugg
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 __all__ = ["STOP_PIPELINE", "EVENT_CONSUMERS", "NOT_MINE", "Stop", "StopPipeline"]
@@ -88,7 +89,9 @@ class StopPipeline:
 
         return run(0)
 
-    def trace_dispatch(self, frame, event, arg):
+    def trace_dispatch(self, frame, event, arg, _finalizing=sys.is_finalizing):
+        if _finalizing():  # after atexit: modules' globals (bdb's, ours) are being cleared; a __del__ that
+            return None    # runs then would only print "Exception ignored" noise
         for _, method in EVENT_CONSUMERS:
             claimed = getattr(self, method)(frame, event, arg)
             if claimed is not NOT_MINE:

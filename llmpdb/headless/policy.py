@@ -37,6 +37,7 @@ import signal
 import stat
 import sys
 import time
+import types
 from collections import Counter
 from typing import TYPE_CHECKING
 
@@ -303,7 +304,10 @@ class HeadlessPolicyMixin:
             return proceed()
         frame, tb = stop.frame, stop.tb_or_exc
         if frame is None and tb is not None:
-            tb = getattr(tb, "__traceback__", tb)
+            if not isinstance(tb, types.TracebackType):  # an exception (3.13's pdb): its own field, no property
+                from .exception_text import exception_field
+
+                tb = exception_field(tb, "__traceback__")
             while tb is not None and tb.tb_next is not None:
                 tb = tb.tb_next
             frame = tb.tb_frame if tb is not None else None
