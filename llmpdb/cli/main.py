@@ -66,7 +66,7 @@ def _parse(argv: list[str]):
         print(USAGE)
         raise SystemExit(0)
     if "--version" in names:
-        from .. import __version__
+        from ..version import __version__
         from ..base import BASE_FALLBACK_REASON, BASE_NAME
 
         extra = f" ({BASE_FALLBACK_REASON})" if BASE_FALLBACK_REASON else ""

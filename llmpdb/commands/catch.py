@@ -16,7 +16,6 @@ from __future__ import annotations
 import bdb
 import sys
 
-from ..debugger.pipeline import NOT_MINE
 from ..breakpoints.catching import CATCHES, backend_name, valid_pattern
 from ._command import CommandError, command, split_words
 
@@ -148,7 +147,7 @@ class CatchCommands:
         already stopped at (3.12+: ``sys.monitoring`` saw it first) is not shown by pdb a second time."""
         if event == "exception" and CATCHES.items and CATCHES.on_raise(frame, *arg[1:]):
             return self.trace_dispatch
-        return NOT_MINE
+        return None  # not a raise a catch stops at: pdb decides
 
     def fb_sync(self, frame):
         local = super().fb_sync(frame)  # the line engine may remove every trace function (3.11)

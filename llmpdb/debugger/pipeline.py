@@ -30,7 +30,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
-__all__ = ["STOP_PIPELINE", "EVENT_CONSUMERS", "NOT_MINE", "Stop", "StopPipeline"]
+__all__ = ["STOP_PIPELINE", "EVENT_CONSUMERS", "Stop", "StopPipeline"]
 
 # (name, method of the composed Pdb), outermost first.
 STOP_PIPELINE: tuple[tuple[str, str], ...] = (
@@ -44,12 +44,11 @@ STOP_PIPELINE: tuple[tuple[str, str], ...] = (
     ("stop state", "stop_state"),                 # debugger/core.py: per-stop state forgotten afterwards
 )
 
-# (name, method): called with (frame, event, arg) before pdb's own trace_dispatch, in this order.
+# (name, method): called with (frame, event, arg) before pdb's own trace_dispatch, in this order; a consumer
+# returns the frame's next local trace function to claim the event, or None to leave it to the next one.
 EVENT_CONSUMERS: tuple[tuple[str, str], ...] = (
     ("catch", "event_catch"),                     # commands/catch.py: a raise a catch stops at
 )
-
-NOT_MINE = object()  # what a consumer returns for an event it leaves to the next one (and then to pdb)
 
 
 @dataclass
@@ -94,6 +93,6 @@ class StopPipeline:
             return None    # runs then would only print "Exception ignored" noise
         for _, method in EVENT_CONSUMERS:
             claimed = getattr(self, method)(frame, event, arg)
-            if claimed is not NOT_MINE:
+            if claimed is not None:
                 return claimed
         return super().trace_dispatch(frame, event, arg)
