@@ -47,8 +47,10 @@ def _initialised_dist():
 
 
 def _env_int(name: str) -> int | None:
-    value = os.environ.get(name, "")
-    return int(value) if value.lstrip("-").isdigit() else None
+    """An environment value of ASCII digits (an optional ``-`` first, at most 9 digits) as an int, else None."""
+    value = os.environ.get(name, "").strip()
+    digits = value[1:] if value.startswith("-") else value
+    return int(value) if 0 < len(digits) <= 9 and digits.isascii() and digits.isdigit() else None
 
 
 def current_rank() -> int | None:

@@ -20,6 +20,7 @@ line under ``python -m llmpdb``, a breakpoint of its own) holds it, and the inte
 from __future__ import annotations
 
 import atexit
+import math
 import os
 import sys
 import time
@@ -45,10 +46,12 @@ def grace_seconds() -> float:
 
 
 def _env_seconds(name: str, default: float, least: float) -> float:
+    """``least`` to a week; ``default`` for what is not a finite number (time.sleep refuses inf)."""
     try:
-        return max(least, float(os.environ.get(name, default)))
+        value = float(os.environ.get(name, default))
     except ValueError:
         return default
+    return min(7 * 24 * 3600.0, max(least, value)) if math.isfinite(value) else default
 
 
 def relay_notices(job: RankJob) -> None:

@@ -226,8 +226,8 @@ class Listener:
             self.path = path
         else:
             host, port = self.address
-            local_rank = os.environ.get("LOCAL_RANK", "")
-            if port and local_rank.isdigit():
+            local_rank = os.environ.get("LOCAL_RANK", "").strip()
+            if port and local_rank.isascii() and local_rank.isdigit() and len(local_rank) <= 5:
                 port += int(local_rank)
             if port > 65535:
                 raise RemoteError(f"cannot listen on {host}:{port}: LOCAL_RANK takes the port past 65535")
