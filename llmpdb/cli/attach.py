@@ -184,10 +184,13 @@ def _step(conn, state: dict) -> int | None:
     if kind == "W":
         try:
             info = json.loads(text or "{}")
-        except ValueError:
+        except (ValueError, RecursionError):
             info = {}
+        info = info if isinstance(info, dict) else {}  # whoever answers on that address: data, checked
+        commands = info.get("commands")
+        commands = [c for c in commands if isinstance(c, str)] if isinstance(commands, list) else []
         if state["readline"] is None:
-            state["readline"] = _line_editor(info.get("commands", []))
+            state["readline"] = _line_editor(commands)
             print(f"llmpdb: attached to pid {info.get('pid')}, stopped at {info.get('where', '?')}")
         else:
             print(f"llmpdb: the program stopped at {info.get('where', '?')}")
