@@ -20,9 +20,17 @@ import pytest
 from llmpdb.remote import listener as remote
 
 from .pty_session import ROOT
-from .test_remote import Job, jobs  # noqa: F401 (the fixture)
+from .test_remote import Job
 
 pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def jobs():
+    started: list[Job] = []
+    yield started
+    for job in started:
+        job.kill()
 
 
 def _drive(conn: remote.Connection, answer) -> list[tuple[str, str]]:
@@ -40,10 +48,6 @@ def _drive(conn: remote.Connection, answer) -> list[tuple[str, str]]:
             output = ""
         elif frame[0] == "Q":
             return frames
-
-
-def _token_file(job: Job) -> str:
-    return job.attach_args()[2]
 
 
 def test_the_token_is_never_in_the_log_and_the_client_finds_it_by_itself(tmp_path, jobs):

@@ -5,7 +5,6 @@ loopback, a port in TIME_WAIT, output over the frame limit, attach timeouts that
 from __future__ import annotations
 
 import json
-import os
 import socket
 import threading
 import time
