@@ -37,7 +37,10 @@ Every breakpoint() in the program opens llmpdb.
   -c CMD, --command CMD  run CMD at the first stop, as if typed (repeatable), e.g. -c continue
   --no-compile           set TORCHDYNAMO_DISABLE=1: torch.compile runs eagerly, all locals are visible
   --headless POLICY      what a stop does with no terminal: attach (default), log or skip
-  --listen ADDR          every stop waits for `python -m llmpdb attach` (ADDR: unix, tcp, tcp:HOST:PORT)
+  --listen ADDR          every stop waits for `python -m llmpdb attach` (ADDR: unix, PATH, tcp, tcp:PORT,
+                         HOST:PORT or PORT; TCP on loopback unless --listen-public)
+  --listen-public        allow --listen on a host other than loopback (LLMPDB_LISTEN_PUBLIC=1): other
+                         machines may reach it, with the token kept in a 0600 file
   --commands "a; b"      the commands the log policy runs at each stop (sets LLMPDB_TOUR)
   --log FILE             where the log policy writes (sets LLMPDB_LOG)
   --rank N               under torchrun, the rank that prompts (default 0; sets LLMPDB_RANK)
@@ -56,7 +59,7 @@ def _parse(argv: list[str]):
     try:
         opts, args = getopt.getopt(argv, "mhc:", ["help", "command=", "no-compile", "version", "headless=",
                                                   "listen=", "commands=", "log=", "rank=", "snapshot",
-                                                  "report="])
+                                                  "report=", "listen-public"])
     except getopt.GetoptError as exc:
         print(f"llmpdb: {exc}", file=sys.stderr)
         print(USAGE, file=sys.stderr)
@@ -85,6 +88,16 @@ def _parse(argv: list[str]):
             os.environ[env] = value
     if "--snapshot" in names:
         os.environ["LLMPDB_SNAPSHOT"] = "1"
+    if "--listen-public" in names:
+        os.environ["LLMPDB_LISTEN_PUBLIC"] = "1"
+    if "--listen" in names:  # a bad address is a usage error now, not a line at the first stop
+        from ..remote.address import RemoteError, check_listen
+
+        try:
+            check_listen(os.environ["LLMPDB_LISTEN"])
+        except RemoteError as exc:
+            print(f"llmpdb: --listen: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
     global _LISTEN_FROM_START, _REPORT
     _LISTEN_FROM_START = "--listen" in names
     _REPORT = next((value for name, value in opts if name == "--report"), None)

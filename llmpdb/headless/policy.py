@@ -10,7 +10,7 @@ meaning (it continues) unless ``--listen`` was given.
 
 - ``attach`` (the default, except under ``CI`` or with ``LLMPDB_TOUR`` set): open this process's listener
   (``llmpdb.remote.listener``), log one line with the command to connect, wait ``LLMPDB_ATTACH_TIMEOUT`` seconds
-  (default 120) for a client, then log that it gave up and continue. After one give-up, later stops take
+  (default 120, at most a week) for a client, then log that it gave up and continue. After one give-up, later stops take
   a client that is already waiting but do not wait again, so a forgotten breakpoint costs one timeout.
   A client stays attached across ``c`` until the next stop; Ctrl-D in the client detaches (the program
   continues); a lost connection waits ``LLMPDB_ATTACH_TIMEOUT`` for a re-attach, then continues.
@@ -50,10 +50,11 @@ if TYPE_CHECKING:  # annotations only: sockets are imported when a listener is o
     from ..remote.seat import Seat
 
 __all__ = ["HeadlessPolicyMixin", "POLICIES", "DEFAULT_ATTACH_TIMEOUT", "LOG_FIRST", "LOG_EVERY",
-           "input_is_absent", "chosen_policy", "install_attach_signal", "client_attached"]
+           "input_is_absent", "chosen_policy", "MAX_ATTACH_TIMEOUT", "install_attach_signal", "client_attached"]
 
 POLICIES = ("attach", "log", "skip")
 DEFAULT_ATTACH_TIMEOUT = 120.0
+MAX_ATTACH_TIMEOUT = 7 * 24 * 3600.0  # select() refuses far larger timeouts (OverflowError)
 LOG_FIRST = 10
 LOG_EVERY = 1000
 
@@ -100,15 +101,21 @@ def chosen_policy() -> str:
 
 
 def _attach_timeout() -> float:
+    """``LLMPDB_ATTACH_TIMEOUT`` seconds: the default for what is not a number >= 0 (nan, -1, abc), at most
+    ``MAX_ATTACH_TIMEOUT`` (inf, 1e12: capped), with one line each."""
     text = os.environ.get("LLMPDB_ATTACH_TIMEOUT", "").strip()
     try:
         value = float(text) if text else DEFAULT_ATTACH_TIMEOUT
-    except ValueError:
+    except (ValueError, OverflowError):
         value = -1.0
     if not value >= 0:
-        _STATE.note_once(f"llmpdb: LLMPDB_ATTACH_TIMEOUT={text!r} is not a number of seconds; "
+        _STATE.note_once(f"llmpdb: LLMPDB_ATTACH_TIMEOUT={text[:40]!r} is not a number of seconds; "
                          f"using {DEFAULT_ATTACH_TIMEOUT:g}")
         return DEFAULT_ATTACH_TIMEOUT
+    if value > MAX_ATTACH_TIMEOUT:
+        _STATE.note_once(f"llmpdb: LLMPDB_ATTACH_TIMEOUT={text[:40]!r} is over a week; "
+                         f"waiting {MAX_ATTACH_TIMEOUT:g} s")
+        return MAX_ATTACH_TIMEOUT
     return value
 
 
@@ -136,12 +143,14 @@ class _State:
         if self.pid != os.getpid():  # a forked child (a data-loader worker) gets its own listener
             self.__init__()
         if self.listener is None and self.failed is None:
-            listener = Listener.from_spec(os.environ.get("LLMPDB_LISTEN", ""), log=_log)
-            try:
+            listener = None
+            try:  # a bad LLMPDB_LISTEN is one line at the stop, which goes on
+                listener = Listener.from_spec(os.environ.get("LLMPDB_LISTEN", ""), log=_log)
                 listener.open()
             except (RemoteError, OSError) as exc:
                 self.failed = f"llmpdb: cannot listen: {exc}; stops continue without waiting"
-                listener.close()
+                if listener is not None:
+                    listener.close()
                 return None
             self.listener, self.seat = listener, Seat(listener)
             atexit.register(self.close)

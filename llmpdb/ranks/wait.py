@@ -50,12 +50,12 @@ def grace_seconds() -> float:
 
 
 def _env_seconds(name: str, default: float, least: float) -> float:
-    """A finite number of seconds from the environment, at least ``least``; anything else is the default."""
+    """``least`` to a week; ``default`` for what is not a finite number (time.sleep refuses inf)."""
     try:
         value = float(os.environ.get(name, default))
     except ValueError:
         return default
-    return max(least, value) if math.isfinite(value) else default
+    return min(7 * 24 * 3600.0, max(least, value)) if math.isfinite(value) else default
 
 
 def relay_notices(job: RankJob) -> None:
