@@ -149,7 +149,8 @@ def parse_config(text: str, path: str = "config.toml") -> Config:
                 if role not in ROLES:
                     bad(f"colors.{_shown_key(role)}", f"unknown role (roles: {', '.join(ROLES)})")
                 elif not isinstance(name, str) or color_code(name) is None:
-                    bad(f"colors.{_shown_key(role)}", f"{name!r} is not a colour name (e.g. \"bold red\", \"bright_cyan\")")
+                    bad(f"colors.{_shown_key(role)}",
+                        f"{name!r} is not a colour name (e.g. \"bold red\", \"bright_cyan\")")
                 else:
                     colors[role] = name
             values["colors"] = colors

@@ -109,8 +109,8 @@ def write_safetensors(path: str, tensors: Sequence[tuple[str, Any]], metadata: d
     return 8 + len(raw) + offset
 
 
-def read_safetensors(path: str, *, mapped: bool = False,
-                     approve: Callable[[int, os.stat_result], None] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+def read_safetensors(path: str, *, mapped: bool = False, approve: Callable[[int, os.stat_result], None] | None = None
+                     ) -> tuple[dict[str, Any], dict[str, str]]:
     """Usage: ``tensors, metadata = read_safetensors(p)``; CPU tensors in file order; ``CheckpointError``
     (one line) for a FIFO, a truncated file, a bad header or data that does not fit.
 

@@ -107,7 +107,8 @@ def test_dunder_and_reserved_alias_paths_are_refused_in_one_line(tmp_path):
                        "q[[1]]": "z.w", "z.v": "z.w"}}
     target = tmp_path / "aliases.safetensors"
     craft(target, {"z.w": ("F32", [2]), "y.__init__": ("F32", [1])}, metadata={"llmpdb": json.dumps(doc)})
-    done = run_open(target, ["p z.w.shape", "p z.v is z.w", "p type(z).__name__", "p type(__builtins__).__name__", "p saved_other", "q"])
+    done = run_open(target, ["p z.w.shape", "p z.v is z.w", "p type(z).__name__", "p type(__builtins__).__name__",
+                             "p saved_other", "q"])
     out = done.stdout + done.stderr
     assert "Traceback" not in out and "TypeError" not in out, out
     refusals = [line for line in out.splitlines() if "refused" in line]
