@@ -35,7 +35,7 @@ from ..commands._command import CommandError, command, parse_args
 from ..commands.kv import parse_kv_args
 from ..files.safetensors_file import CheckpointError, read_safetensors
 from ..inspect.checkpoint_guard import load_json
-from ..inspect.saved_records import records_from_json
+from ..inspect.saved_records import MAX_DEPTH, records_from_json
 from ..inspect.tensor_paths import nest_paths
 from ..render.kv import render_cache, render_layer
 from ..render.modules import render_model_stack
@@ -85,6 +85,20 @@ class SavedStop:
                 f"{rank} at {shown(loc.get('time', '?'), 40)}")
 
 
+def _printable(value: Any, depth: int = 0) -> Any:
+    """The document with every string's control characters escaped (records are shown, never obeyed);
+    ``ValueError`` past ``MAX_DEPTH`` levels."""
+    if depth > MAX_DEPTH:
+        raise ValueError(f"records nested more than {MAX_DEPTH} deep")
+    if isinstance(value, str):
+        return value if value.isprintable() else shown(value, 4096)
+    if isinstance(value, list):
+        return [_printable(v, depth + 1) for v in value]
+    if isinstance(value, dict):
+        return {_printable(k, depth + 1): _printable(v, depth + 1) for k, v in value.items()}
+    return value
+
+
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -101,6 +115,12 @@ def load_saved(path: str, approve=None) -> SavedStop:
     doc = load_json(raw.encode("utf-8"), name, "llmpdb record")
     if not isinstance(doc, dict) or not str(doc.get("format", "")).startswith("llmpdb-snapshot-"):
         raise CheckpointError(f"{name}: refused: its llmpdb record is not a snapshot document")
+    aliases = doc.get("aliases")  # paths: matched to the header's names, shown only through shown()
+    try:
+        doc = _printable({k: v for k, v in doc.items() if k != "aliases"})
+    except ValueError as exc:
+        raise CheckpointError(f"{name}: refused: its llmpdb record is damaged ({exc})") from None
+    doc["aliases"] = aliases
     saved.doc = doc
     saved.kind = _text(doc.get("kind")) or "file"
     saved.location = doc.get("location") if isinstance(doc.get("location"), dict) else {}

@@ -115,3 +115,19 @@ def test_dunder_and_reserved_alias_paths_are_refused_in_one_line(tmp_path):
     assert len(refusals) == 1 and "5 paths" in refusals[0] and "'z.__class__'" in refusals[0], out
     assert "torch.Size([2])" in done.stdout and "True\n" in done.stdout and "SavedNode" in done.stdout, out
     assert "'module'" in done.stdout and "{'q[[1]]': tensor(" in done.stdout, out  # an odd text: kept as data
+
+
+def test_record_text_with_control_characters_is_shown_escaped(tmp_path):
+    frame = {"record": "ModuleFrame", "fields": {"index": 0, "qualname": "model\x1b[2J\nFAKE", "class_name": "C\rX",
+                                                  "func": "forward", "filename": "m.py", "lineno": 1,
+                                                  "first_tensor": None, "names": [], "tree": 0, "wrapper": None}}
+    entry = {"record": "StackEntry", "fields": {"index": 0, "func": "forward", "filename": "m.py\n", "lineno": 1,
+                                                 "hidden": False, "module": frame}}
+    doc = {"format": "llmpdb-snapshot-1", "kind": "snapshot", "stack": [entry], "current": 0,
+           "header": "a\x1b[31mred\nline", "location": {"file": "f\x07.py", "line": 1}}
+    target = tmp_path / "esc.safetensors"
+    craft(target, {"t": ("F32", [1])}, metadata={"llmpdb": json.dumps(doc)})
+    done = run_open(target, ["stack-model", "q"])
+    assert "\x1b" not in done.stdout and "\r" not in done.stdout and "\x07" not in done.stdout, repr(done.stdout)
+    assert "model\\x1b[2J\\nFAKE" in done.stdout and "a\\x1b[31mred\\nline" in done.stdout, done.stdout
+    assert "\nFAKE" not in done.stdout
