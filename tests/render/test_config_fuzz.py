@@ -10,7 +10,7 @@ import json
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from llmpdb.config_file import Config, parse_config
+from llmpdb.render.config_file import Config, parse_config
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 KEYS = st.one_of(st.sampled_from(["color", "width", "history_size", "banner", "colors", "shapes", "header", "stats",
