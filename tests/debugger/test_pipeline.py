@@ -30,7 +30,8 @@ def no_catch_left():
 
 def test_the_stages_are_one_list_in_order():
     assert [name for name, _ in STOP_PIPELINE] == [
-        "ranks", "catch", "explain", "step request", "thread gate", "headless policy", "streams", "stop state"]
+        "host capture", "ranks", "catch", "explain", "step request", "thread gate", "headless policy", "streams",
+        "stop state"]
     for _, method in (*STOP_PIPELINE, *EVENT_CONSUMERS):
         assert callable(getattr(Pdb, method, None)), method
 
