@@ -97,3 +97,13 @@ def test_breakpoint_under_pythonbreakpoint_opens_llmpdb_with_capture_on(base_env
         rest = s.finish("c")
     assert "1 passed" in rest, rest
     assert "printed after the stop" not in rest  # capture is back on once the test runs on
+
+
+def test_breakpoint_under_the_llmpdb_option_opens_llmpdb_through_pytests_wrapper(tmp_path):
+    env = {"PYTHONPATH": os.pathsep.join([ROOT, _entry_point_dir(tmp_path)]), "PYTHONBREAKPOINT": None}
+    with PtySession(_pytest(tmp_path, BREAKPOINT_TEST, "--llmpdb"), env=env, timeout=90) as s:
+        first = s.wait_prompt()
+        assert "test_generated.py(8)test_stops_inside()" in first, first
+        assert re.search(r"^hidden\s+\(2, 3\)\s+f32", s.run("shapes"), re.M)
+        rest = s.finish("c")
+    assert "1 passed" in rest, rest
