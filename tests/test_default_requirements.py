@@ -40,3 +40,28 @@ def test_the_pytest_plugin_is_declared_and_importable():
 
     plugin = importlib.import_module(entry["llmpdb"])
     assert callable(plugin.pytest_addoption) and callable(plugin.pytest_configure)
+
+
+def test_the_built_wheel_requires_no_hijacker_and_registers_the_plugin(tmp_path):
+    """What pip reads: the wheel's METADATA names pdb++ only under an extra; entry_points.txt has pytest11."""
+    import email
+    import glob
+    import subprocess
+    import sys
+    import zipfile
+
+    import pytest
+
+    pytest.importorskip("setuptools")
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                            str(tmp_path), ROOT], capture_output=True, text=True, timeout=240)
+    assert built.returncode == 0, built.stderr
+    with zipfile.ZipFile(glob.glob(str(tmp_path / "*.whl"))[0]) as z:
+        names = z.namelist()
+        meta = email.message_from_bytes(z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))))
+        entry_points = z.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
+    requires = meta.get_all("Requires-Dist")
+    unconditional = [r for r in requires if "extra ==" not in r]
+    assert not {_name(r) for r in unconditional} & HIJACKERS, unconditional
+    assert any(_name(r) == "pdbpp" and "extra == \"pdbpp\"" in r for r in requires), requires
+    assert "[pytest11]\nllmpdb = llmpdb.hosts.pytest_plugin" in entry_points, entry_points
