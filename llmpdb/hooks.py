@@ -132,7 +132,7 @@ def pm() -> None:
     if disabled():
         return
     last = getattr(sys, "last_exc", None)
-    tb = last.__traceback__ if last is not None else getattr(sys, "last_traceback", None)
+    tb = _TRACEBACK.__get__(last) if isinstance(last, BaseException) else getattr(sys, "last_traceback", None)
     if tb is None:
         raise ValueError("pm() needs an uncaught exception first: nothing has failed in this session yet")
     post_mortem(tb)

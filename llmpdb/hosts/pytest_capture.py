@@ -55,11 +55,10 @@ class PytestCaptureMixin:
         captured = (sys.stdin, sys.stdout)
         capman.suspend(in_=True)
         # a debugger made while capture was on holds the capturing streams: point it at the real ones
-        if self.stdin is captured[0] or self.stdout is captured[1]:
+        if self.stdin is captured[0]:
             self.stdin = sys.stdin
-            if self.stdout is captured[1]:
-                self.stdout = sys.stdout
-            self._process_streams = None  # ``fit_streams`` looks at the process's streams afresh
+        if self.stdout is captured[1]:
+            self.stdout = sys.stdout
         self.message("llmpdb: pytest's output capture is off for this stop")
         hook = config.pluginmanager.hook
         _call_hook(hook.pytest_enter_pdb, config=config, pdb=self)
