@@ -123,6 +123,7 @@ IMPORTS_INSIDE_FUNCTIONS = {
     "llmpdb/forward/diverge_variants.py": "the safetensors package, only for `diverge --vs ckpt=`",
     "llmpdb/headless/crash_report.py": "the version and base, only when a report is written",
     "llmpdb/headless/policy.py": "sockets (remote/) load only when the attach policy opens a listener",
+    "llmpdb/hosts/ipython.py": "the debugger, at IPython's first %debug, not at %load_ext",
     "llmpdb/inspect/checkpoint.py": TORCH_ONLY_IF_USED,
     "llmpdb/inspect/checkpoint_guard.py": "pickle inspection and torch, only for a pickle checkpoint",
     "llmpdb/inspect/fingerprint.py": TORCH_ONLY_IF_USED,

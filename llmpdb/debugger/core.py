@@ -29,6 +29,7 @@ from ..identity import rank_suffix
 from ..ranks.mixin import DistributedMixin
 from ..headless.tour import HeadlessMixin
 from ..headless.policy import HeadlessPolicyMixin
+from ..hosts.pytest_capture import PytestCaptureMixin
 from ..inspect.frames import pin_locals, unpin_locals
 from ..console.colouring import ColourMixin
 from ..render.config_file import config, style_for
@@ -288,8 +289,8 @@ def _build_class() -> type:
     engine = ((SafeInterruptMixin,) if os.environ.get("LLMPDB_FAST_BREAKPOINTS", "1") == "0"
               else (FastBreakpointsMixin,))
     bases = (DistributedMixin, *COMMAND_MIXINS, *engine, SteppingMixin, RecursiveDebugMixin, RestartMixin,
-             ThreadGateMixin, HeadlessPolicyMixin, HeadlessMixin, ConsoleMixin, ColourMixin, _LlmpdbCore,
-             StopPipeline, BasePdb)
+             ThreadGateMixin, PytestCaptureMixin, HeadlessPolicyMixin, HeadlessMixin, ConsoleMixin, ColourMixin,
+             _LlmpdbCore, StopPipeline, BasePdb)
     return type("Pdb", bases, {"__module__": __name__, "__qualname__": "LlmpdbPdb",
                                "__doc__": f"llmpdb debugger on the {BASE_NAME} base."})
 
