@@ -29,7 +29,7 @@ from ..identity import rank_suffix
 from ..ranks.mixin import DistributedMixin
 from ..headless.tour import HeadlessMixin
 from ..headless.policy import HeadlessPolicyMixin
-from ..hosts.pytest_capture import PytestCaptureMixin
+from .pytest_capture import PytestCaptureMixin
 from ..inspect.frames import pin_locals, unpin_locals
 from ..console.colouring import ColourMixin
 from ..render.config_file import config, style_for

@@ -34,7 +34,7 @@ __all__ = ["STOP_PIPELINE", "EVENT_CONSUMERS", "Stop", "StopPipeline"]
 
 # (name, method of the composed Pdb), outermost first.
 STOP_PIPELINE: tuple[tuple[str, str], ...] = (
-    ("host capture", "stop_host_capture"),        # hosts/pytest_capture.py: pytest's capture off for the stop
+    ("host capture", "stop_host_capture"),        # debugger/pytest_capture.py: pytest's capture off for the stop
     ("ranks", "stop_ranks"),                      # ranks/mixin.py: one prompt for a job; others park or run on
     ("catch", "stop_catch"),                      # commands/catch.py: raises at the prompt never catch-stop
     ("explain", "stop_explain"),                  # commands/explain.py: the traceback this stop opened with

@@ -7,5 +7,5 @@ Usage::
     pytest --llmpdb-trace                 # = --trace --pdbcls=llmpdb:Pdb
 
 A stop inside a pytest run turns pytest's output capture off while the prompt is up, as pytest's own
-``pdb.set_trace`` does (hosts/pytest_capture.py, the ``host capture`` stage of the stop pipeline).
+``pdb.set_trace`` does (debugger/pytest_capture.py, the ``host capture`` stage of the stop pipeline).
 """
