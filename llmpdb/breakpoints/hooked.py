@@ -374,6 +374,14 @@ class HookEngine(TraceEngine):
         self.suspended = []
         self.pending = set()
 
+    def release_cleared(self) -> None:
+        """Breakpoints were cleared at a prompt: every function gets its original code back at once (a
+        program that marshals or compares ``__code__`` right after the stop sees the original); the next
+        ``continue`` hooks what the remaining breakpoints need. Frames already running hooked code keep it
+        (their hooks are covered as for any running frame)."""
+        if self.hook_breaks and self.pdb.fb_breakpoint_lines() != self.hook_breaks:
+            self._unhook()
+
     def close(self) -> None:
         """Deactivate and put every function's original code back."""
         self.deactivate()
