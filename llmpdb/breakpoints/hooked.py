@@ -156,8 +156,9 @@ class HookEngine(TraceEngine):
                 return None
         seen: set[int] = set()
         functions = []
-        for func, hooked, _ in _REGISTRY.patched:
-            if func.__code__ is hooked and identity(func) not in seen:
+        for func, hooked, original in _REGISTRY.patched:
+            code = func.__code__  # the original when a ``clear`` at the prompt gave it back (``release_cleared``)
+            if (code is hooked or code is original) and identity(func) not in seen:
                 seen.add(identity(func))
                 functions.append(func)
         return functions
@@ -379,8 +380,14 @@ class HookEngine(TraceEngine):
         program that marshals or compares ``__code__`` right after the stop sees the original); the next
         ``continue`` hooks what the remaining breakpoints need. Frames already running hooked code keep it
         (their hooks are covered as for any running frame)."""
-        if self.hook_breaks and self.pdb.fb_breakpoint_lines() != self.hook_breaks:
+        if not self.hook_breaks or self.pdb.fb_breakpoint_lines() == self.hook_breaks:
+            return
+        if _REGISTRY.untracked or _REGISTRY.active is not self:
             self._unhook()
+            return
+        for func, hooked, original in _REGISTRY.patched:  # the registry stays: ``continue`` re-hooks
+            if func.__code__ is hooked:                    # these without a heap walk
+                func.__code__ = original
 
     def close(self) -> None:
         """Deactivate and put every function's original code back."""

@@ -29,8 +29,8 @@ from .safe import is_tensor, no_torch_function, safe_getattr, short_dtype, type_
 from .tensors import _shape, _Walker  # the walk of `shapes`, reused
 
 __all__ = ["DeviceMemory", "TensorBytes", "Holding", "MemoryReport", "cuda_memory", "storage_key",
-           "tensor_bytes", "no_memory_kind", "largest_tensors", "model_holdings", "cache_holdings", "optimizer_holdings",
-           "find_optimizers"]
+           "tensor_bytes", "no_memory_kind", "largest_tensors", "model_holdings", "cache_holdings",
+           "optimizer_holdings", "find_optimizers"]
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 ``helper``, ``helper.__code__`` is its original code object again (3.11 hook engine: marshal-able, not an
 instrumented copy) and no local ``sys.monitoring`` event of llmpdb stays on it (3.12+), while still at the
 prompt, before any ``next``/``continue``. Each session equals pdb's transcript (while the breakpoint is
-set, 3.11's ``__code__`` is the instrumented copy: that is how the engine works, so it is not printed). Torch-free: runs on 3.12+."""
+set, 3.11's ``__code__`` is the instrumented copy: that is how the engine works, so it is not printed).
+Torch-free: runs on 3.12+."""
 
 from __future__ import annotations
 
