@@ -34,12 +34,14 @@ from .trace import TraceEngine
 from .patching import LOADERS as _LOADERS
 from .patching import REGISTRY as _REGISTRY
 from .patching import hooked_tree as _hooked_tree
-from .patching import code_tree, dynamo_loaded, dynamo_wrapped_code, install_audit_hook, is_dynamo_file
+from .patching import called_by_dynamo, code_tree, dynamo_loaded, dynamo_wrapped_code, install_audit_hook
+from .patching import is_dynamo_file
 from .patching import AUDIT_SINK, restore_all
 
 __all__ = ["HookEngine"]
 
 _EMPTY: frozenset[int] = frozenset()
+COMPILED_NOTE = "a breakpoint cannot stop inside compiled code"
 
 
 class HookEngine(TraceEngine):
@@ -57,6 +59,7 @@ class HookEngine(TraceEngine):
         self.problems_seen = False  # some code holding breakpoint lines could not be hooked: trace it
         self.tried_late: dict[int, types.CodeType] = {}
         self.dynamo_codes: dict[int, types.CodeType] = {}  # code torch.compile reads: never hooked
+        self.dynamo_read: dict[int, types.CodeType] = {}  # code dynamo was handed (``gave_dynamo``): for good
         self.said: set[str] = set()  # dynamo notes already shown at the prompt
 
     # ---- arming ----------------------------------------------------------------------------------------
@@ -153,8 +156,9 @@ class HookEngine(TraceEngine):
                 return None
         seen: set[int] = set()
         functions = []
-        for func, hooked, _ in _REGISTRY.patched:
-            if func.__code__ is hooked and identity(func) not in seen:
+        for func, hooked, original in _REGISTRY.patched:
+            code = func.__code__  # the original when a ``clear`` at the prompt gave it back (``release_cleared``)
+            if (code is hooked or code is original) and identity(func) not in seen:
                 seen.add(identity(func))
                 functions.append(func)
         return functions
@@ -167,8 +171,8 @@ class HookEngine(TraceEngine):
         suspended, self.suspended = self.suspended, []
         self.pending = set()
         if reuse is None:
-            self.tried_late = {}
-            self.dynamo_codes = {}
+            self.tried_late = dict(self.dynamo_read)
+            self.dynamo_codes = dict(self.dynamo_read)
         else:  # dynamo's code stays dynamo's; nothing else is known not to be hookable
             self.tried_late = dict(self.dynamo_codes)
         canonic = self.pdb.canonic
@@ -223,15 +227,34 @@ class HookEngine(TraceEngine):
                 self.tried_late[identity(code)] = code
             self._say_dynamo(wrapped)
 
-    def _say_dynamo(self, code: types.CodeType) -> None:
+    def _say_dynamo(self, code: types.CodeType, now: bool = False) -> None:
+        """Note once per code object that its breakpoints cannot stop in what torch.compile compiles: at
+        the next plan, or ``now`` (dynamo read it while the program runs: there may be no next stop)."""
         if not self._tree_has_lines_unhooked(code):
             return
         note = (f"{code.co_name} ({code.co_filename}:{code.co_firstlineno}) runs under torch.compile: "
-                "traced instead of hooked")
+                f"traced instead of hooked; {COMPILED_NOTE}")
         self.problems_seen = True
         if note not in self.said:
             self.said.add(note)
-            self.problems.append(note)
+            if not now:
+                self.problems.append(note)
+                return
+            try:
+                self.pdb.message(f"*** llmpdb fast breakpoints: {note}")
+            except Exception:  # a closed or broken output: the note is a nicety
+                pass
+
+    def gave_dynamo(self, code: types.CodeType) -> None:
+        """``torch._dynamo`` was handed ``code`` (the original of hooked code, ``patching._code_read``):
+        it and its nested code stay unhooked for good; the trace engine covers their breakpoints."""
+        for nested in code_tree(code):
+            self.dynamo_read[identity(nested)] = nested
+            self.dynamo_codes[identity(nested)] = nested
+            self.tried_late[identity(nested)] = nested
+        self._say_dynamo(code, now=True)
+        if self.armed and sys.gettrace() != self._global:
+            self.refresh()
 
     def _tree_has_lines_unhooked(self, code: types.CodeType) -> bool:
         file_lines = self.hook_breaks.get(self.pdb.canonic(code.co_filename))
@@ -242,7 +265,7 @@ class HookEngine(TraceEngine):
         if identity(code) in self.tried_late and self.tried_late[identity(code)] is code:
             return  # once per code object: it could not be hooked, or its functions were hooked already
         self.tried_late[identity(code)] = code
-        if dynamo_loaded() and _called_by_dynamo(frame):
+        if dynamo_loaded() and frame is not None and called_by_dynamo(frame.f_back):
             for nested in code_tree(code):  # torch.compile runs it: dynamo must never read a hook
                 self.dynamo_codes[identity(nested)] = nested
                 self.tried_late[identity(nested)] = nested
@@ -347,10 +370,24 @@ class HookEngine(TraceEngine):
             self.arm_seconds += time.perf_counter() - started
         self.hook_breaks = {}
         arm_guards({}, self.pdb.canonic)
-        self.dynamo_codes = {}
+        self.dynamo_codes = dict(self.dynamo_read)
         self.old_frames = []
         self.suspended = []
         self.pending = set()
+
+    def release_cleared(self) -> None:
+        """Breakpoints were cleared at a prompt: every function gets its original code back at once (a
+        program that marshals or compares ``__code__`` right after the stop sees the original); the next
+        ``continue`` hooks what the remaining breakpoints need. Frames already running hooked code keep it
+        (their hooks are covered as for any running frame)."""
+        if not self.hook_breaks or self.pdb.fb_breakpoint_lines() == self.hook_breaks:
+            return
+        if _REGISTRY.untracked or _REGISTRY.active is not self:
+            self._unhook()
+            return
+        for func, hooked, original in _REGISTRY.patched:  # the registry stays: ``continue`` re-hooks
+            if func.__code__ is hooked:                    # these without a heap walk
+                func.__code__ = original
 
     def close(self) -> None:
         """Deactivate and put every function's original code back."""
@@ -410,16 +447,6 @@ class HookEngine(TraceEngine):
 INVISIBLE_CODE_IDS.add(identity(HookEngine.hit.__code__))  # ``step`` onto a hooked line never enters it
 register_delivery(HookEngine._global, HookEngine._local, HookEngine._hook_local, HookEngine._hook_global,
                   HookEngine._calls_untraced, HookEngine.hit)
-
-
-def _called_by_dynamo(frame) -> bool:
-    """Whether ``frame`` runs under ``torch.compile``: a ``torch/_dynamo`` frame is among its callers."""
-    walk = frame.f_back if frame is not None else None
-    while walk is not None:
-        if is_dynamo_file(walk.f_code.co_filename):
-            return True
-        walk = walk.f_back
-    return False
 
 
 def _frame_of(generator):

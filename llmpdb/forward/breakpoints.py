@@ -122,6 +122,19 @@ def _labelled(matches, names: dict[int, str]) -> tuple[list[tuple[object, str]],
     return out, used
 
 
+def _exception_line(exc: BaseException) -> str:
+    """``NameError: name 'x' is not defined``, on one line; the class name alone when ``str`` fails or
+    is empty (the exception is the user's: its ``__str__`` may raise anything)."""
+    name = type(exc).__name__
+    try:
+        text = " ".join(str(exc).split())
+    except BaseException:
+        return name
+    if not isinstance(text, str) or not text:
+        return name
+    return f"{name}: {text[:200]}"
+
+
 def _default_stopper(frame, header: str) -> None:
     """Open the process's debugger (``SESSION.stopper``, which ``llmpdb.hooks`` installs)."""
     SESSION.open_debugger(frame, header)
@@ -414,9 +427,9 @@ class ModuleBreakpointEngine:
             if bp.code is not None:
                 try:
                     held = bool(eval(bp.code, frame.f_globals, frame_locals(frame)))
-                except Exception as exc:
+                except BaseException as exc:  # SystemExit, KeyboardInterrupt too: never into the program
                     held = True  # like pdb: a condition that raises stops, and says why
-                    notes.append(f"condition {bp.condition!r} raised {type(exc).__name__}: {exc}")
+                    notes.append(f"condition {bp.condition!r} raised {_exception_line(exc)}")
                 if not held:
                     continue
                 bp.hits += 1
