@@ -10,6 +10,8 @@ again at every key, so a long line costs the square of its length: a 3 KB paste 
 (``LLMPDB_PROMPT=plain``) did not come back in minutes. While the plain prompt reads, ``input()`` is the one
 pyrepl replaced (GNU readline where Python has it: a 100 KB line comes back), and pyrepl's comes back
 afterwards, for the program. Completion at that prompt is the base debugger's, through GNU readline.
+A rank of a distributed job keeps pyrepl: with readline the terminal's Ctrl-C would reach the launcher
+(torchrun ends the job) instead of the rank's own "Ctrl-C again" (``llmpdb.ranks``).
 """
 
 from __future__ import annotations

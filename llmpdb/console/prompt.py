@@ -252,7 +252,9 @@ class ConsoleMixin:
     def cmdloop(self, intro=None):
         console = self._stop_console()
         if console is None:
-            if not self.use_rawinput:
+            from ..identity import current_rank
+
+            if not self.use_rawinput or current_rank() is not None:  # a rank: Ctrl-C stays pyrepl's key
                 return super().cmdloop(intro)
             from .plain import plain_input
 
