@@ -20,7 +20,14 @@ import builtins
 import contextlib
 import sys
 
-__all__ = ["plain_input", "pyrepl_original_input"]
+__all__ = ["plain_input", "pyrepl_original_input", "cut_by_terminal", "CUT_MESSAGE"]
+
+# Linux's terminal keeps at most 4095 characters of a line (and its newline) while it edits the line itself
+# (canonical mode: a debugger given the terminal as its own stdin reads it with ``readline()``); the rest
+# of a longer line is dropped, and running what is left would run another command than the one typed.
+_CANONICAL_LINE = 4095 if sys.platform.startswith("linux") else None
+CUT_MESSAGE = (f"the terminal cut this line at {_CANONICAL_LINE} characters (its limit for a line it edits "
+               "itself): nothing was run; put the code in a file and exec it, or use the console")
 
 
 def pyrepl_original_input():
@@ -35,6 +42,19 @@ def pyrepl_original_input():
         return None
     original = getattr(module, "_old_input", None)
     return original if callable(original) else None
+
+
+def cut_by_terminal(line: str, stream) -> bool:
+    """Usage: ``cut_by_terminal(line, self.stdin)``; True when ``line``, read with ``stream.readline()``
+    from a terminal in canonical mode, is as long as the terminal lets a line be: its end was dropped."""
+    if _CANONICAL_LINE is None or len(line) != _CANONICAL_LINE:  # longer: not from the terminal
+        return False
+    try:
+        import termios
+
+        return bool(termios.tcgetattr(stream.fileno())[3] & termios.ICANON)
+    except (ImportError, OSError, ValueError, AttributeError, TypeError):  # not a terminal
+        return False
 
 
 @contextlib.contextmanager

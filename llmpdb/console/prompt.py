@@ -231,6 +231,16 @@ class ConsoleMixin:
             return None
         return terminal_console()
 
+    def precmd(self, line):
+        if not self.use_rawinput and self.stdin is not None:
+            from .plain import CUT_MESSAGE, cut_by_terminal
+
+            if cut_by_terminal(line, self.stdin):  # a line the terminal cut is not run
+                self.error(CUT_MESSAGE)
+                self.lastcmd = ""  # and the empty line that replaces it repeats nothing
+                line = ""
+        return super().precmd(line)
+
     def _completion_context(self) -> CompletionContext:
         from .completion import CompletionContext
 

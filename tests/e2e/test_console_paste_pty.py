@@ -68,8 +68,10 @@ def test_ctrl_z_suspends_and_fg_gives_a_fresh_prompt(tmp_path):
         s.child.expect_exact("p 1", timeout=30)
         s.child.send("\x1a")
         s.child.expect_exact("SHELL-SAW-148", timeout=30)  # 128 + SIGTSTP: the job was stopped
-        s.wait_prompt()  # `fg`: the prompt is drawn again
-        s.child.send("\x15")  # Ctrl-U: whatever the redrawn line holds goes
+        s.wait_prompt()  # `fg`: the prompt is drawn again, with the half-typed line and no ^Z in it
+        s.child.send("+1\r")
+        text = s.wait_prompt()
+        assert text.split("\n", 1)[1].strip() == "2", clean(text)
         assert s.run("p x * 7").strip() == "42"
         out = s.finish("c")
         assert "finished 6" in out and "JOB-ENDED-0" in out
@@ -91,3 +93,28 @@ def test_ctrl_z_without_job_control_inserts_nothing(tmp_path):
         assert "^Z" not in text and "\x1a" not in text
         assert "finished 6" in s.finish("c")
         assert s.exitstatus == 0
+
+
+OWN_STREAMS_SCRIPT = """\
+import llmpdb
+x = 6
+llmpdb.Pdb(stdin=open("/dev/tty"), stdout=open("/dev/tty", "w")).set_trace()
+print("finished", x)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's canonical-mode line limit")
+def test_a_line_the_terminal_cut_is_refused_in_one_line(tmp_path):
+    """A debugger given the terminal as its own stdin reads lines the terminal edits itself (canonical
+    mode), which keeps 4095 characters of a line: the cut line is not run (it ran what was left)."""
+    script = tmp_path / "own.py"
+    script.write_text(OWN_STREAMS_SCRIPT)
+    with PtySession([str(script)], env={"PYTHONPATH": ROOT}, timeout=60) as s:
+        s.wait_prompt()
+        s.child.send("p len('" + "a" * 5000 + "')\r")
+        text = s.wait_prompt()
+        assert "*** the terminal cut this line at 4095 characters" in text
+        assert "SyntaxError" not in text and "5000" not in text
+        assert s.run("").strip() == ""  # the empty line repeats nothing
+        assert s.run("p x * 7").strip() == "42"
+        assert "finished 6" in s.finish("c")
