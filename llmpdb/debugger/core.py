@@ -39,11 +39,17 @@ from .restart import RestartMixin
 from ..session import SESSION, stop_notes
 from .thread_gate import ThreadGateMixin
 from .pipeline import StopPipeline
+from .quitting import quit_quietly
 from .stepping import SteppingMixin
 
 __all__ = ["Pdb"]
 
 _HYPHENATED = re.compile(r"\s*([A-Za-z_]\w*(?:-\w+)+)(?=\s|$)(.*)$", re.S)
+# Words that move the program or end the session: typed alone they are the command on every base, even
+# where a variable has that name (pdb++'s "smart command" parsing would print the variable: every attention
+# forward has a `q`). `p q` and `!q` show the variable; pdb++ still evaluates `q.shape` or `q[0]`.
+_RUN_CONTROL = frozenset({"q", "quit", "exit", "c", "cont", "continue", "n", "next", "s", "step", "r",
+                          "return", "unt", "until", "j", "jump"})
 
 
 class _LlmpdbCore:
@@ -169,6 +175,9 @@ class _LlmpdbCore:
         return name if "-" in word and callable(getattr(self, "do_" + name, None)) else None
 
     def parseline(self, line):
+        word = line.strip()
+        if word in _RUN_CONTROL and callable(getattr(self, "do_" + word, None)):
+            return word, "", word
         match = _HYPHENATED.match(line)
         if match:
             name = self._llmpdb_command_name(match.group(1))
@@ -232,6 +241,11 @@ class _LlmpdbCore:
         self.stoplineno = 0
         if getattr(self, "trace_opcodes", False):  # 3.13: leave instruction stepping on every frame
             self._set_trace_opcodes(False)
+
+    def set_quit(self):
+        """``q``: pdb's quit, and a BdbQuit the program leaves uncaught ends it in one line (``quitting``)."""
+        super().set_quit()
+        quit_quietly()
 
     # ---- stops --------------------------------------------------------------------------------------
     def preloop(self):
