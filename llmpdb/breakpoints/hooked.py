@@ -30,21 +30,20 @@ from .bytecode import first_line, may_reach
 from .guards import GUARDED, arm_guards, covers, is_guarded
 from .heap_walk import breakpoint_code_on_heap
 from .interrupt import register_delivery
+from .hooked_dynamo import DynamoHandOff
 from .trace import TraceEngine
 from .patching import LOADERS as _LOADERS
 from .patching import REGISTRY as _REGISTRY
 from .patching import hooked_tree as _hooked_tree
-from .patching import called_by_dynamo, code_tree, dynamo_loaded, dynamo_wrapped_code, install_audit_hook
-from .patching import is_dynamo_file
+from .patching import called_by_dynamo, code_tree, dynamo_loaded, install_audit_hook
 from .patching import AUDIT_SINK, restore_all
 
 __all__ = ["HookEngine"]
 
 _EMPTY: frozenset[int] = frozenset()
-COMPILED_NOTE = "a breakpoint cannot stop inside compiled code"
 
 
-class HookEngine(TraceEngine):
+class HookEngine(DynamoHandOff, TraceEngine):
     """Breakpoint lines call a hook compiled into the code; no trace function while continuing."""
 
     def __init__(self, pdb: Any):
@@ -213,52 +212,6 @@ class HookEngine(TraceEngine):
         self.problems_seen = bool(self.problems) or self.problems_seen
         _REGISTRY.generation += 1
         self.generation = _REGISTRY.generation
-
-    def _find_dynamo_code(self, objects: list, breaks: dict[str, frozenset[int]]) -> None:
-        """Code trees of breakpoint files that ``torch.compile`` wrappers compile: they stay unhooked."""
-        for obj in objects:
-            if type(obj) is not types.FunctionType or not is_dynamo_file(obj.__code__.co_filename):
-                continue
-            wrapped = dynamo_wrapped_code(obj)
-            if wrapped is None or self.pdb.canonic(wrapped.co_filename) not in breaks:
-                continue
-            for code in code_tree(wrapped):
-                self.dynamo_codes[identity(code)] = code
-                self.tried_late[identity(code)] = code
-            self._say_dynamo(wrapped)
-
-    def _say_dynamo(self, code: types.CodeType, now: bool = False) -> None:
-        """Note once per code object that its breakpoints cannot stop in what torch.compile compiles: at
-        the next plan, or ``now`` (dynamo read it while the program runs: there may be no next stop)."""
-        if not self._tree_has_lines_unhooked(code):
-            return
-        note = (f"{code.co_name} ({code.co_filename}:{code.co_firstlineno}) runs under torch.compile: "
-                f"traced instead of hooked; {COMPILED_NOTE}")
-        self.problems_seen = True
-        if note not in self.said:
-            self.said.add(note)
-            if not now:
-                self.problems.append(note)
-                return
-            try:
-                self.pdb.message(f"*** llmpdb fast breakpoints: {note}")
-            except Exception:  # a closed or broken output: the note is a nicety
-                pass
-
-    def gave_dynamo(self, code: types.CodeType) -> None:
-        """``torch._dynamo`` was handed ``code`` (the original of hooked code, ``patching._code_read``):
-        it and its nested code stay unhooked for good; the trace engine covers their breakpoints."""
-        for nested in code_tree(code):
-            self.dynamo_read[identity(nested)] = nested
-            self.dynamo_codes[identity(nested)] = nested
-            self.tried_late[identity(nested)] = nested
-        self._say_dynamo(code, now=True)
-        if self.armed and sys.gettrace() != self._global:
-            self.refresh()
-
-    def _tree_has_lines_unhooked(self, code: types.CodeType) -> bool:
-        file_lines = self.hook_breaks.get(self.pdb.canonic(code.co_filename))
-        return bool(file_lines) and any(code_breakpoint_lines(c, file_lines) for c in code_tree(code))
 
     def _hook_late(self, code: types.CodeType, frame=None) -> None:
         """Original code holding breakpoint lines is being called: hook its functions for the next calls."""
