@@ -117,6 +117,8 @@ IMPORTS_INSIDE_FUNCTIONS = {
     "llmpdb/commands/trace.py": COMMAND_FIRST_USE,
     "llmpdb/commands/watching.py": COMMAND_FIRST_USE,
     "llmpdb/console/history.py": "prompt_toolkit loads with the first terminal prompt",
+    "llmpdb/console/keys.py": "prompt_toolkit loads with the first terminal prompt",
+    "llmpdb/console/plain.py": "termios and GNU readline, only for the plain prompt on a terminal",
     "llmpdb/console/prompt.py": "prompt_toolkit and completion load with the first terminal prompt",
     "llmpdb/console/typeahead.py": "terminal ioctls and prompt_toolkit, after a line was read",
     "llmpdb/files/safetensors_file.py": TORCH_ONLY_IF_USED,
