@@ -92,13 +92,33 @@ def _stop_identity(frame, tb) -> tuple[str, str, str]:
         location = "post-mortem@" + location
     hits = SESSION.memory("rank-hits", dict)
     hits[location] = hits.get(location, 0) + 1
+    return location, f"{location}#{hits[location]}", _where(frame)
+
+
+def _where(frame) -> str:
+    """``examples/ddp_train.py:52 (main)``: where ``frame`` is, for `ranks` and messages."""
+    code = frame.f_code
     path = code.co_filename
     try:
         relative = os.path.relpath(path)
         path = relative if not relative.startswith("..") else path
     except ValueError:
         pass
-    return location, f"{location}#{hits[location]}", f"{path}:{line} ({code.co_name})"
+    return f"{path}:{frame.f_lineno} ({code.co_name})"
+
+
+def _linger_for_waiting_ranks(job: RankJob, most: float = 3.0) -> None:
+    """After a quit announced in a job without torchrun's agent (the default group's store, which rank 0's
+    process hosts): wait, at most ``most`` seconds, until no rank still waits or queues at a stop, so that
+    each sees the quit (and ends) before the store goes away with this process."""
+    import time
+
+    deadline = time.monotonic() + most
+    while time.monotonic() < deadline:
+        if not any(record is not None and record.state in ("waiting", "queued")
+                   for rank, record in job.records().items() if rank != job.rank):
+            return
+        time.sleep(0.05)
 
 
 def _exception_name() -> str:
@@ -129,6 +149,20 @@ class DistributedMixin(RankCommands):
             self.message(f"llmpdb{rank_suffix()}: {_NO_STORE}; this rank stops on its own")
         return job
 
+    def _rank_wait(self, job: RankJob, stop: str) -> tuple[str, str]:
+        """``wait_at_stop``; a store that fails while this rank waits (the rank or launcher hosting it ended,
+        e.g. rank 0 quit in a job started without torchrun) ends this rank: nobody is left to continue it."""
+        try:
+            return wait_at_stop(job, stop, say=self._rank_say)
+        except Exception as exc:
+            self._rank_end(job, f"the job's store is gone while rank {job.rank} waited ({type(exc).__name__}; "
+                                f"the process that hosted it ended); rank {job.rank} ends too", announce=False)
+            raise  # not reached: _rank_end exits
+
+    def _rank_say(self, line: str) -> None:
+        message_on_terminal(self, line)
+        self._flush_streams()
+
     def _rank_dump_debugger(self, out):
         """A debugger of this class on ``out``, for the watcher thread's `stack-model` and `shapes`."""
         return type(self)(stdout=out, nosigint=True, readrc=False, headless_tour=[], color=False, width=100)
@@ -142,6 +176,11 @@ class DistributedMixin(RankCommands):
         if self._rank_watchdog is not None:  # a step ended at a stop: it was not stuck in a collective
             self._rank_watchdog.cancel()
             self._rank_watchdog = None
+        if self._rank_origin is not None and frame is not None:  # a step (n/s/until) stopped: `ranks` shows the new line
+            try:
+                job.publish("prompt", _where(frame), self._rank_origin)
+            except Exception:  # the store is gone: the prompt still opens
+                pass
         try:
             if self._rank_origin is None and not self._rank_enter(job, frame, tb):
                 self.initial_stop = False
@@ -221,7 +260,7 @@ class DistributedMixin(RankCommands):
                                           "terminal (`ranks` shows the others)")
         else:
             job.publish("waiting", where, stop)
-            outcome, reason = wait_at_stop(job, stop)
+            outcome, reason = self._rank_wait(job, stop)
             if outcome == RESUME:
                 return False
             if outcome == PROMPT:
@@ -247,7 +286,7 @@ class DistributedMixin(RankCommands):
         job.publish("waiting", where, stop)
         message_on_terminal(self, f"llmpdb r{job.rank}: rank {owner} is prompting at this stop for the job; "
                                   f"rank {job.rank} waits here and continues with the others")
-        outcome, reason = wait_at_stop(job, stop)
+        outcome, reason = self._rank_wait(job, stop)
         if outcome == QUIT:
             self._rank_end(job, f"{reason}; rank {job.rank} ends too", announce=False)
         if outcome == PROMPT:  # handed the terminal (`rank K`), or the prompting rank ended
@@ -283,7 +322,7 @@ class DistributedMixin(RankCommands):
         job.hand_over(rank)
         job.publish("waiting", where, stop)
         job.unlock_terminal()
-        outcome, reason = wait_at_stop(job, stop)
+        outcome, reason = self._rank_wait(job, stop)
         if outcome == QUIT:
             self._rank_end(job, f"{reason}; rank {job.rank} ends too", announce=False)
         if outcome == PROMPT:
@@ -301,6 +340,8 @@ class DistributedMixin(RankCommands):
             if announce:
                 job.announce_quit(f"quit on rank {job.rank}")
             job.publish("quit")
+            if announce and not job.via.startswith("torchrun"):
+                _linger_for_waiting_ranks(job)  # this process may host the store (no torchrun): let them see it
         except Exception as exc:  # the store may be gone: end anyway
             self.message(f"llmpdb r{job.rank}: cannot tell the other ranks: {type(exc).__name__}: {exc}")
         message_on_terminal(self, f"llmpdb r{job.rank}: {reason} (exit status {QUIT_STATUS})")
