@@ -21,7 +21,7 @@ import sys
 
 from .commands import RankCommands
 from .dump import start_watcher
-from .launcher import stop_restarts
+from .launcher import launcher_pid, stop_restarts
 from .terminal import message_on_terminal, prompt_terminal, stderr_is_discarded
 from .wait import PROMPT, QUIT, RESUME, StepWatchdog, wait_at_stop, wait_for_terminal
 from .store import RankJob, StoreUnavailable, connect_store
@@ -121,6 +121,11 @@ def _linger_for_waiting_ranks(job: RankJob, most: float = 3.0) -> None:
         time.sleep(0.05)
 
 
+def _under_torchrun() -> bool:
+    """A worker of a live torchrun agent: SIGINT there comes from the agent shutting the job down."""
+    return bool(os.environ.get("TORCHELASTIC_RUN_ID")) and launcher_pid() is not None
+
+
 def _exception_name() -> str:
     exc = sys.exc_info()[1]
     return type(exc).__name__ if exc is not None else "an exception"
@@ -181,6 +186,9 @@ class DistributedMixin(RankCommands):
                 job.publish("prompt", _where(frame), self._rank_origin)
             except Exception:  # the store is gone: the prompt still opens
                 pass
+        failure = tb if isinstance(tb, BaseException) else sys.exc_info()[1]
+        if tb is not None and isinstance(failure, KeyboardInterrupt) and _under_torchrun():
+            self._rank_end_on_sigint(job)  # a rank without llmpdb's handler: the same SIGINT from torchrun
         try:
             if self._rank_origin is None and not self._rank_enter(job, frame, tb):
                 self.initial_stop = False
@@ -208,6 +216,21 @@ class DistributedMixin(RankCommands):
         except Exception as exc:  # never raise into the program from the debugger's own bookkeeping
             self.message(f"llmpdb r{job.rank}: the job's store failed ({type(exc).__name__}: {exc})")
             return False
+
+    def sigint_handler(self, signum, frame):
+        """Under torchrun a running worker gets SIGINT only from the agent, which forwards the terminal's Ctrl-C
+        to every rank while it shuts the job down (and SIGKILLs what is left 30 s later): a prompt opened now
+        would be killed underneath the user, so this rank ends at once, saying so in one line."""
+        job = _JOB
+        if job is None or self.allow_kbdint or not _under_torchrun():
+            return super().sigint_handler(signum, frame)
+        self._rank_end_on_sigint(job)
+
+    def _rank_end_on_sigint(self, job: RankJob) -> None:
+        message_on_terminal(self, f"llmpdb r{job.rank}: Ctrl-C: torchrun ends the job (it signals every rank and "
+                                  f"kills them 30 s later); rank {job.rank} ends now (exit status 130)")
+        self._flush_streams()
+        os._exit(130)
 
     def precmd(self, line):
         self._rank_interrupts = 0  # a command was typed: Ctrl-C counts from zero again

@@ -23,7 +23,7 @@ import pexpect
 import pytest
 
 from .pty_session import ROOT, PtySession
-from .test_torchrun import BREAK_LINE, EXAMPLE, _first_prompt, _ranks_once, _sections, _source_line, torchrun
+from .test_torchrun import BREAK_LINE, EXAMPLE, _children, _first_prompt, _ranks_once, _sections, _source_line, torchrun
 
 
 @pytest.mark.timeout(60)
@@ -101,3 +101,24 @@ def test_quit_in_a_job_started_by_hand_ends_every_rank():
         rank0.child.close()
         rank1.child.close()
         assert rank0.child.exitstatus == 3 and rank1.child.exitstatus == 3
+
+
+@pytest.mark.timeout(90)
+def test_ctrl_c_while_the_job_runs_ends_it_cleanly_instead_of_opening_a_prompt_torchrun_kills(tmp_path):
+    """Ctrl-C while the job runs: torchrun forwards SIGINT to every rank and SIGKILLs them 30 s later. The
+    rank with llmpdb's handler (rank 1 here, `--rank 1 -c continue`) used to open "Program interrupted"
+    there, and a rank without it a post-mortem of KeyboardInterrupt; now each ends at once, saying why."""
+    env = dict(DDP_HANG="1", DDP_TIMEOUT="5", TMPDIR=str(tmp_path), LLMPDB_DUMP_POLL="0")
+    with torchrun(["-m", "llmpdb", "--rank", "1", "-c", "continue", EXAMPLE], **env) as session:
+        deadline = time.monotonic() + 40
+        while not list(tmp_path.glob("llmpdb-jobs-*/*.json")) and time.monotonic() < deadline:
+            time.sleep(0.2)  # rank 1 registered the job at its first line; -c continue runs on
+        session.workers = [pid for pid in _children(session.child.pid)]
+        time.sleep(1)  # both ranks run Python code (start-up, training, rank 1's DDP_HANG loop)
+        session.child.sendintr()
+        index = session.child.expect([pexpect.EOF, r"\(llmpdb r\d\) "], timeout=40)
+        text = session.child.before
+        assert index == 0, text  # no prompt torchrun would kill
+        assert "llmpdb r1: Ctrl-C: torchrun ends the job (it signals every rank and kills them 30 s later); " \
+               "rank 1 ends now (exit status 130)" in text, text
+        assert "Program interrupted" not in text, text
