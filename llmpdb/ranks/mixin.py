@@ -198,7 +198,13 @@ class DistributedMixin(RankCommands):
         except Exception as exc:  # the store failed (the launcher is gone?): stop like plain pdb
             self.message(f"llmpdb r{job.rank}: the job's store failed ({type(exc).__name__}: {exc}); "
                          "this rank stops on its own")
-            return proceed()
+            result = proceed()
+            if self.quitting:  # `q` there: end this rank as `q` does in a job, not with BdbQuit's traceback
+                message_on_terminal(self, f"llmpdb r{job.rank}: quit on rank {job.rank}; the job's store is gone, "
+                                          f"so the other ranks are not told (exit status {QUIT_STATUS})")
+                self._flush_streams()
+                os._exit(QUIT_STATUS)
+            return result
         again = True
         while again:  # again: the terminal came back to this rank at the same stop (after `rank K`)
             _PROMPTING.append(self)

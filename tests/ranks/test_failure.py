@@ -201,3 +201,63 @@ def test_two_static_rendezvous_jobs_on_one_node_are_both_listed(tmp_path, monkey
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "../../escape")
     path = jobs.register_job(2)
     assert path is not None and os.path.dirname(path) == jobs.jobs_dir()
+
+
+@pytest.mark.timeout(20)
+def test_after_a_hand_over_the_line_names_the_new_holder_and_its_host(monkeypatch):
+    """Rank 2 waits on a third node: rank 0 on node-a prompts, then hands the terminal to rank 1 on node-b."""
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    store = dist.PrefixStore("llmpdb/", dist.HashStore())
+    boss, other, worker = (RankJob(store, rank, 3, 0, "test") for rank in range(3))
+    _write_record(boss, 0)
+    assert boss.lock_terminal()
+    said = []
+    import threading
+
+    def later():
+        time.sleep(0.3)
+        _write_record(other, 1, host="node-b", where="train.py:60 (main)")
+        boss.unlock_terminal()
+        assert other.lock_terminal()
+        time.sleep(0.3)
+        other.release(STOP)
+
+    threading.Thread(target=later, daemon=True).start()
+    assert wait_at_stop(worker, STOP, grace=60, poll=0.02, say=said.append) == (RESUME, "")
+    assert [line.split(" holds")[0] for line in said] == ["llmpdb r2: rank 0 on host node-a",
+                                                          "llmpdb r2: rank 1 on host node-b"], said
+
+
+_STORE_GONE_SCRIPT = """
+import io, sys
+from datetime import timedelta
+import torch.distributed as dist
+from llmpdb.ranks import mixin
+from llmpdb.ranks.store import RankJob
+from llmpdb.debugger.core import Pdb
+server = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=2))
+client = dist.TCPStore("127.0.0.1", server.port, is_master=False, wait_for_workers=False,
+                       timeout=timedelta(seconds=2))
+del server
+mixin._JOB = RankJob(client, 1, 2, 0, "test")
+debugger = Pdb(stdin=io.StringIO("q\\n"), stdout=sys.stdout, nosigint=True, readrc=False, headless_tour=[],
+               color=False)
+def train():
+    debugger.set_trace()
+    return 1
+train()
+print("the program went on")
+"""
+
+
+@pytest.mark.timeout(60)
+def test_q_at_the_prompt_of_a_rank_whose_store_is_gone_ends_it_without_a_bdbquit_traceback():
+    env = {**os.environ, "PYTHONPATH": ROOT, "RANK": "1", "WORLD_SIZE": "2"}
+    out = subprocess.run([sys.executable, "-c", _STORE_GONE_SCRIPT], env=env, capture_output=True, text=True,
+                         timeout=50)
+    text = out.stdout + out.stderr
+    assert "llmpdb r1: the job's store failed" in text, text
+    assert "llmpdb r1: quit on rank 1; the job's store is gone, so the other ranks are not told (exit status 3)" \
+        in text, text
+    assert "BdbQuit" not in text and "the program went on" not in text, text
+    assert out.returncode == 3, text
