@@ -91,6 +91,9 @@ def _run(debugger, target) -> int:
         except SystemExit as exc:
             code = exc.code
             _say(f"llmpdb: the program exited via sys.exit({code!r})")
+            from ..ranks.store import EXIT_CODE
+
+            EXIT_CODE[:] = [code if isinstance(code, int) or code is None else 1]  # `ranks`: exited (code N)
             if code is None:
                 return 0
             return code if isinstance(code, int) else 1

@@ -29,6 +29,7 @@ _STATES = {
     "prompt": "prompt at {where}",
     "running": "running (last stop {where})",
     "finished": "finished",
+    "exited": "exited (code {code})",
     "failed": "failed (last stop {where})",
     "quit": "quit",
 }
@@ -39,7 +40,8 @@ def describe_rank(record: RankRecord | None, now: float | None = None, *, timed:
     without ``for 12 s``)."""
     if record is None:
         return "? (not heard from: it has not stopped yet)"
-    text = _STATES.get(record.state, record.state + " {where}").format(where=record.where or "?")
+    text = _STATES.get(record.state, record.state + " {where}").format(where=record.where or "?",
+                                                                      code=record.code)
     text = text.replace(" (last stop ?)", "")
     if timed and record.state in ("waiting", "queued", "prompt") and record.since:
         text += f" for {max(0, int((now or time.time()) - record.since))} s"

@@ -31,6 +31,8 @@ __all__ = ["dump_main_thread", "start_watcher", "request_dumps", "DUMP_COMMANDS"
 DUMP_COMMANDS = ("stack-model", "shapes")
 _HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the llmpdb package
 _DEBUGGER_FILES = {"bdb.py", "pdb.py", "pdbpp.py", "cmd.py"}
+_CONSOLE_PACKAGES = {"prompt_toolkit", "pyrepl", "_pyrepl", "fancycompleter"}
+_STDLIB = os.path.dirname(os.__file__)
 _WATCHERS: dict[int, threading.Thread] = {}
 
 
@@ -39,9 +41,24 @@ def _is_debugger_frame(frame) -> bool:
     return path.startswith(_HERE + os.sep) or os.path.basename(path) in _DEBUGGER_FILES
 
 
+def _is_console_frame(frame) -> bool:
+    """A frame of the prompting rank's line editor: prompt_toolkit, pdb++'s pyrepl (``unix_console.py``),
+    or the standard library they run on (asyncio, selectors, threading)."""
+    path = frame.f_code.co_filename
+    parts = set(path.split(os.sep))
+    if parts & _CONSOLE_PACKAGES:
+        return True
+    return path.startswith(_STDLIB + os.sep) and "site-packages" not in parts
+
+
 def _program_frame(frame):
-    """The innermost frame that is the program's: past llmpdb's own waiting and pdb's dispatch."""
-    inner = frame
+    """The innermost frame that is the program's: past the line editor of an open prompt (read from the
+    innermost debugger frame out), llmpdb's own waiting and pdb's dispatch."""
+    inner, editor = frame, frame
+    while editor is not None and not _is_debugger_frame(editor) and _is_console_frame(editor):
+        editor = editor.f_back
+    if editor is not None and editor is not frame and _is_debugger_frame(editor):
+        inner = editor  # a prompt is open: its editor's frames are not the program's
     while inner is not None and _is_debugger_frame(inner):
         inner = inner.f_back
     return inner if inner is not None else frame

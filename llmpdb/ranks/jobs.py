@@ -4,13 +4,15 @@ Usage::
 
     python -m llmpdb ranks --job                 # the one running job llmpdb knows on this host
     python -m llmpdb ranks --job 5ce0e3cb        # a job by (the start of) its torchrun run id
+    python -m llmpdb ranks --job none:29500      # RUN_ID:PORT: static-rendezvous jobs all have run id none
     python -m llmpdb ranks --job --timeout 20    # wait longer for busy ranks
 
 Prints each rank's state (``ranks``), then its main thread's ``stack-model`` and the ``shapes`` of its
 innermost frame, without stopping the job, also while a rank is blocked inside a collective
 (``llmpdb.ranks.dump``). A job registers itself when llmpdb first runs in it (under ``python -m llmpdb`` at
 the start, with ``PYTHONBREAKPOINT=llmpdb.set_trace`` at its first stop): every rank writes
-``<tmp>/llmpdb-jobs-<uid>/<run id>.json`` naming torchrun's store. Exit status 0 when every rank answered,
+``<tmp>/llmpdb-jobs-<uid>/<run id>-<port>-<launcher pid>.json`` naming torchrun's store; two jobs on one
+node are both listed (static-rendezvous jobs share run id ``none``), the launchers of one job once. Exit status 0 when every rank answered,
 1 when some did not, 2 when no job (or more than one) matches.
 """
 
@@ -26,7 +28,7 @@ from .commands import describe_rank
 from .dump import request_dumps
 from .store import RankJob, torchrun_prefix
 
-__all__ = ["register_job", "live_jobs", "main", "jobs_dir"]
+__all__ = ["register_job", "live_jobs", "main", "jobs_dir", "job_name"]
 
 
 def jobs_dir() -> str:
@@ -42,14 +44,16 @@ def register_job(world: int) -> str | None:
         return None
     entry = {"run": run, "host": env.get("MASTER_ADDR", ""), "port": int(env.get("MASTER_PORT", "0") or 0),
              "prefix": torchrun_prefix(), "world": world, "launcher_pid": os.getppid(), "since": time.time()}
-    path = os.path.join(jobs_dir(), f"{run}.json")
+    # keyed by run id, store port and launcher: static-rendezvous jobs all have run id "none"
+    safe = "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "_" for c in run[:64])
+    path = os.path.join(jobs_dir(), f"{safe}-{entry['port']}-{entry['launcher_pid']}.json")
     try:
+        from ..files.atomic import FileTargetError, atomic_writer
+
         os.makedirs(jobs_dir(), mode=0o700, exist_ok=True)
-        temporary = f"{path}.{os.getpid()}"
-        with open(temporary, "w", encoding="utf-8") as handle:
-            json.dump(entry, handle)
-        os.replace(temporary, path)
-    except OSError:
+        with atomic_writer(path) as handle:  # 0600, never through a link
+            handle.write(json.dumps(entry).encode())
+    except (OSError, FileTargetError):
         return None
     return path
 
@@ -81,7 +85,20 @@ def live_jobs() -> list[dict]:
             continue
         if isinstance(entry, dict) and _alive(int(entry.get("launcher_pid", 0) or 0)):
             jobs.append(entry)
-    return sorted(jobs, key=lambda entry: entry.get("since", 0), reverse=True)
+    unique: dict[tuple, dict] = {}  # two launchers of one job (--nnodes 2 on one host) share its store
+    for entry in sorted(jobs, key=lambda entry: entry.get("since", 0), reverse=True):
+        unique.setdefault((entry.get("host"), entry.get("port"), entry.get("prefix")), entry)
+    return list(unique.values())
+
+
+def job_name(entry: dict) -> str:
+    """Usage: ``job_name(entry)`` -> ``"none:29500"``: the run id and the store's port, which tell apart
+    static-rendezvous jobs (all run id ``none``); ``--job`` takes it, or the start of the run id."""
+    return f"{entry.get('run', '')}:{entry.get('port', '')}"
+
+
+def _matches(entry: dict, wanted: str) -> bool:
+    return str(entry.get("run", "")).startswith(wanted) or job_name(entry) == wanted
 
 
 def _connect(entry: dict, timeout: float):
@@ -130,16 +147,16 @@ def main(argv: list[str]) -> int:
         print(USAGE)
         return 0
     wanted, timeout = parsed
-    jobs = [entry for entry in live_jobs() if str(entry.get("run", "")).startswith(wanted)]
+    jobs = [entry for entry in live_jobs() if _matches(entry, wanted)]
     if len(jobs) != 1:
         if not jobs:
             print(f"llmpdb: no running torchrun job{' ' + wanted if wanted else ''} registered in {jobs_dir()} "
                   "(a job registers when llmpdb first runs in it)", file=sys.stderr)
         else:
-            print("llmpdb: several jobs run; name one with --job RUN_ID:", file=sys.stderr)
+            print("llmpdb: several jobs run; name one with --job RUN_ID or --job RUN_ID:PORT:", file=sys.stderr)
             for entry in jobs:
-                print(f"  {entry['run']}  {entry['world']} ranks  store {entry['host']}:{entry['port']}",
-                      file=sys.stderr)
+                print(f"  {job_name(entry)}  {entry['world']} ranks  store {entry['host']}:{entry['port']}  "
+                      f"launcher pid {entry.get('launcher_pid')}", file=sys.stderr)
         return 2
     entry = jobs[0]
     store = _connect(entry, timeout)

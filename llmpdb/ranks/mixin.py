@@ -21,7 +21,7 @@ import sys
 
 from .commands import RankCommands
 from .dump import start_watcher
-from .launcher import stop_restarts
+from .launcher import launcher_pid, stop_restarts
 from .terminal import message_on_terminal, prompt_terminal, stderr_is_discarded
 from .wait import PROMPT, QUIT, RESUME, StepWatchdog, wait_at_stop, wait_for_terminal
 from .store import RankJob, StoreUnavailable, connect_store
@@ -92,13 +92,38 @@ def _stop_identity(frame, tb) -> tuple[str, str, str]:
         location = "post-mortem@" + location
     hits = SESSION.memory("rank-hits", dict)
     hits[location] = hits.get(location, 0) + 1
+    return location, f"{location}#{hits[location]}", _where(frame)
+
+
+def _where(frame) -> str:
+    """``examples/ddp_train.py:52 (main)``: where ``frame`` is, for `ranks` and messages."""
+    code = frame.f_code
     path = code.co_filename
     try:
         relative = os.path.relpath(path)
         path = relative if not relative.startswith("..") else path
     except ValueError:
         pass
-    return location, f"{location}#{hits[location]}", f"{path}:{line} ({code.co_name})"
+    return f"{path}:{frame.f_lineno} ({code.co_name})"
+
+
+def _linger_for_waiting_ranks(job: RankJob, most: float = 3.0) -> None:
+    """After a quit announced in a job without torchrun's agent (the default group's store, which rank 0's
+    process hosts): wait, at most ``most`` seconds, until no rank still waits or queues at a stop, so that
+    each sees the quit (and ends) before the store goes away with this process."""
+    import time
+
+    deadline = time.monotonic() + most
+    while time.monotonic() < deadline:
+        if not any(record is not None and record.state in ("waiting", "queued")
+                   for rank, record in job.records().items() if rank != job.rank):
+            return
+        time.sleep(0.05)
+
+
+def _under_torchrun() -> bool:
+    """A worker of a live torchrun agent: SIGINT there comes from the agent shutting the job down."""
+    return bool(os.environ.get("TORCHELASTIC_RUN_ID")) and launcher_pid() is not None
 
 
 def _exception_name() -> str:
@@ -129,6 +154,20 @@ class DistributedMixin(RankCommands):
             self.message(f"llmpdb{rank_suffix()}: {_NO_STORE}; this rank stops on its own")
         return job
 
+    def _rank_wait(self, job: RankJob, stop: str) -> tuple[str, str]:
+        """``wait_at_stop``; a store that fails while this rank waits (the rank or launcher hosting it ended,
+        e.g. rank 0 quit in a job started without torchrun) ends this rank: nobody is left to continue it."""
+        try:
+            return wait_at_stop(job, stop, say=self._rank_say)
+        except Exception as exc:
+            self._rank_end(job, f"the job's store is gone while rank {job.rank} waited ({type(exc).__name__}; "
+                                f"the process that hosted it ended); rank {job.rank} ends too", announce=False)
+            raise  # not reached: _rank_end exits
+
+    def _rank_say(self, line: str) -> None:
+        message_on_terminal(self, line)
+        self._flush_streams()
+
     def _rank_dump_debugger(self, out):
         """A debugger of this class on ``out``, for the watcher thread's `stack-model` and `shapes`."""
         return type(self)(stdout=out, nosigint=True, readrc=False, headless_tour=[], color=False, width=100)
@@ -142,6 +181,14 @@ class DistributedMixin(RankCommands):
         if self._rank_watchdog is not None:  # a step ended at a stop: it was not stuck in a collective
             self._rank_watchdog.cancel()
             self._rank_watchdog = None
+        if self._rank_origin is not None and frame is not None:  # a step (n/s/until) stopped: `ranks` shows the new line
+            try:
+                job.publish("prompt", _where(frame), self._rank_origin)
+            except Exception:  # the store is gone: the prompt still opens
+                pass
+        failure = tb if isinstance(tb, BaseException) else sys.exc_info()[1]
+        if tb is not None and isinstance(failure, KeyboardInterrupt) and _under_torchrun():
+            self._rank_end_on_sigint(job)  # a rank without llmpdb's handler: the same SIGINT from torchrun
         try:
             if self._rank_origin is None and not self._rank_enter(job, frame, tb):
                 self.initial_stop = False
@@ -151,7 +198,13 @@ class DistributedMixin(RankCommands):
         except Exception as exc:  # the store failed (the launcher is gone?): stop like plain pdb
             self.message(f"llmpdb r{job.rank}: the job's store failed ({type(exc).__name__}: {exc}); "
                          "this rank stops on its own")
-            return proceed()
+            result = proceed()
+            if self.quitting:  # `q` there: end this rank as `q` does in a job, not with BdbQuit's traceback
+                message_on_terminal(self, f"llmpdb r{job.rank}: quit on rank {job.rank}; the job's store is gone, "
+                                          f"so the other ranks are not told (exit status {QUIT_STATUS})")
+                self._flush_streams()
+                os._exit(QUIT_STATUS)
+            return result
         again = True
         while again:  # again: the terminal came back to this rank at the same stop (after `rank K`)
             _PROMPTING.append(self)
@@ -169,6 +222,21 @@ class DistributedMixin(RankCommands):
         except Exception as exc:  # never raise into the program from the debugger's own bookkeeping
             self.message(f"llmpdb r{job.rank}: the job's store failed ({type(exc).__name__}: {exc})")
             return False
+
+    def sigint_handler(self, signum, frame):
+        """Under torchrun a running worker gets SIGINT only from the agent, which forwards the terminal's Ctrl-C
+        to every rank while it shuts the job down (and SIGKILLs what is left 30 s later): a prompt opened now
+        would be killed underneath the user, so this rank ends at once, saying so in one line."""
+        job = _JOB
+        if job is None or self.allow_kbdint or not _under_torchrun():
+            return super().sigint_handler(signum, frame)
+        self._rank_end_on_sigint(job)
+
+    def _rank_end_on_sigint(self, job: RankJob) -> None:
+        message_on_terminal(self, f"llmpdb r{job.rank}: Ctrl-C: torchrun ends the job (it signals every rank and "
+                                  f"kills them 30 s later); rank {job.rank} ends now (exit status 130)")
+        self._flush_streams()
+        os._exit(130)
 
     def precmd(self, line):
         self._rank_interrupts = 0  # a command was typed: Ctrl-C counts from zero again
@@ -221,7 +289,7 @@ class DistributedMixin(RankCommands):
                                           "terminal (`ranks` shows the others)")
         else:
             job.publish("waiting", where, stop)
-            outcome, reason = wait_at_stop(job, stop)
+            outcome, reason = self._rank_wait(job, stop)
             if outcome == RESUME:
                 return False
             if outcome == PROMPT:
@@ -247,7 +315,7 @@ class DistributedMixin(RankCommands):
         job.publish("waiting", where, stop)
         message_on_terminal(self, f"llmpdb r{job.rank}: rank {owner} is prompting at this stop for the job; "
                                   f"rank {job.rank} waits here and continues with the others")
-        outcome, reason = wait_at_stop(job, stop)
+        outcome, reason = self._rank_wait(job, stop)
         if outcome == QUIT:
             self._rank_end(job, f"{reason}; rank {job.rank} ends too", announce=False)
         if outcome == PROMPT:  # handed the terminal (`rank K`), or the prompting rank ended
@@ -283,7 +351,7 @@ class DistributedMixin(RankCommands):
         job.hand_over(rank)
         job.publish("waiting", where, stop)
         job.unlock_terminal()
-        outcome, reason = wait_at_stop(job, stop)
+        outcome, reason = self._rank_wait(job, stop)
         if outcome == QUIT:
             self._rank_end(job, f"{reason}; rank {job.rank} ends too", announce=False)
         if outcome == PROMPT:
@@ -301,6 +369,8 @@ class DistributedMixin(RankCommands):
             if announce:
                 job.announce_quit(f"quit on rank {job.rank}")
             job.publish("quit")
+            if announce and not job.via.startswith("torchrun"):
+                _linger_for_waiting_ranks(job)  # this process may host the store (no torchrun): let them see it
         except Exception as exc:  # the store may be gone: end anyway
             self.message(f"llmpdb r{job.rank}: cannot tell the other ranks: {type(exc).__name__}: {exc}")
         message_on_terminal(self, f"llmpdb r{job.rank}: {reason} (exit status {QUIT_STATUS})")

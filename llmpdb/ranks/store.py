@@ -33,7 +33,8 @@ from dataclasses import asdict, dataclass, field
 
 __all__ = ["RankRecord", "RankJob", "connect_store", "torchrun_prefix", "StoreUnavailable", "ENDED_STATES", "DEFAULT_POLICY"]
 
-ENDED_STATES = ("finished", "failed", "quit")
+ENDED_STATES = ("finished", "exited", "failed", "quit")
+EXIT_CODE: list = []  # [code] once the program ended through ``sys.exit(code)`` (``python -m llmpdb`` sees it)
 DEFAULT_POLICY = {"mode": "on", "skip": {}}
 
 
@@ -52,6 +53,8 @@ class RankRecord:
     host: str = ""
     pid: int = 0
     since: float = 0.0
+    launcher: int = 0  # the parent's pid (torchrun's agent): ranks of one launcher share a terminal
+    code: int | None = None  # the exit status, when the rank ended through ``sys.exit`` / ``SystemExit``
 
 
 @dataclass
@@ -85,14 +88,14 @@ class RankJob:
         self.store.add("events", 1)
 
     # ---- records -----------------------------------------------------------------------------------
-    def publish(self, state: str, where: str = "", stop: str = "") -> None:
+    def publish(self, state: str, where: str = "", stop: str = "", code: int | None = None) -> None:
         """Usage: ``job.publish("waiting", where, stop)``; a running rank keeps its last stop's ``where``."""
         import json  # at first use: start-up stays cheap
         import socket  # at first use: start-up stays cheap
         if where:
             self._last_where = where
         record = RankRecord(self.rank, state, where or self._last_where, stop, socket.gethostname(),
-                            os.getpid(), time.time())
+                            os.getpid(), time.time(), os.getppid(), code)
         self.store.set(f"rank/{self.rank}", json.dumps(asdict(record)))
         if state != "waiting":  # a rank that waits changes nothing for the others: 1,000 of them wake nobody
             self._bump()
@@ -202,15 +205,17 @@ class RankJob:
         return lines, seen
 
     def at_exit(self) -> None:
-        """Registered with ``atexit``: publish finished (or failed, after an uncaught exception)."""
+        """Registered with ``atexit``: publish finished, exited (``sys.exit(N)`` seen by ``python -m llmpdb``:
+        ``EXIT_CODE``), or failed (after an uncaught exception)."""
         try:
             failed = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
-            state = "failed" if failed is not None else "finished"
+            code = EXIT_CODE[0] if EXIT_CODE else None
+            state = "failed" if failed is not None else "exited" if code not in (None, 0) else "finished"
             if self.terminal_owner() == self.rank:
                 self.unlock_terminal()
             record = self.record(self.rank)
             if record is None or record.state != "quit":
-                self.publish(state)
+                self.publish(state, code=code if state == "exited" else None)
         except Exception:  # the agent's store may already be gone at exit: nothing left to tell
             pass
 

@@ -30,6 +30,7 @@ import time
 
 from .terminal import stderr_is_discarded
 from .store import ENDED_STATES, RankJob
+from .timeouts import step_grace_seconds, timeout_phrase
 
 __all__ = ["wait_at_stop", "wait_for_terminal", "StepWatchdog", "RESUME", "QUIT", "PROMPT", "poll_interval", "grace_seconds",
            "relay_notices"]
@@ -84,15 +85,36 @@ def _engaged_here(job: RankJob, stop: str):
     return here, busy, boss
 
 
+def _say_holder(job: RankJob, said: set, say) -> None:
+    """On a terminal other than the prompting rank's (another node, another launcher): one line naming the
+    rank and host that hold the prompt, once per holder per stop, by one rank of each launcher (local rank 0)."""
+    if say is None or os.environ.get("LOCAL_RANK", "0") != "0":
+        return
+    owner = job.terminal_owner()
+    if owner is None or owner == job.rank or owner in said:
+        return
+    record = job.record(owner)
+    if record is None or record.state not in _ACTIVE:
+        return
+    said.add(owner)
+    import socket
+
+    if (record.host, record.launcher) == (socket.gethostname(), os.getppid()):
+        return  # the same launcher: its terminal shows that prompt already
+    say(f"llmpdb r{job.rank}: rank {owner} on host {record.host or '?'} holds the job's prompt "
+        f"(at {record.where or '?'}); the ranks here wait until it continues")
+
+
 def wait_at_stop(job: RankJob, stop: str, *, grace: float | None = None, poll: float | None = None,
-                 clock=time.monotonic, sleep=time.sleep) -> tuple[str, str]:
+                 clock=time.monotonic, sleep=time.sleep, say=None) -> tuple[str, str]:
     """Wait at ``stop`` until it is released, the job quits, or this rank must prompt (see module doc).
+    ``say(line)``: where the line naming the rank and host holding the prompt goes (``_say_holder``).
 
     Between changes a poll costs one store request (``job.events()``); the records, the lock and the keys are
     read again only when that counter moved, or when this rank's grace runs out."""
     grace = grace_seconds() if grace is None else grace
     poll = poll_interval() if poll is None else poll
-    alone_since, seen, look_again, engaged = clock(), None, 0.0, False
+    alone_since, seen, look_again, engaged, said = clock(), None, 0.0, False, set()
     while True:
         count = job.events()
         if count == seen and clock() < look_again:
@@ -113,6 +135,8 @@ def wait_at_stop(job: RankJob, stop: str, *, grace: float | None = None, poll: f
             job.interactive = job.rank
             return PROMPT, f"rank {handover[1]} handed the terminal to rank {job.rank}"
         here, busy, boss = _engaged_here(job, stop)
+        if busy:
+            _say_holder(job, said, say)
         if here or busy or engaged:  # engaged until the event just seen: the grace starts now
             alone_since = clock()
         engaged = here or busy
@@ -123,8 +147,10 @@ def wait_at_stop(job: RankJob, stop: str, *, grace: float | None = None, poll: f
                 job.unlock_terminal()
                 continue
             why = f"has {boss.state}" if ended else f"did not stop here within {grace:g} s"
+            lone = "" if ended else (f"; the other ranks are probably in a collective that times out after "
+                                     f"{timeout_phrase()}")
             return PROMPT, (f"rank {job.interactive} {why}; rank {job.rank} stopped here alone and takes the "
-                            "terminal (`ranks` shows the others)")
+                            f"terminal (`ranks` shows the others){lone}")
         sleep(poll)
 
 
@@ -163,7 +189,9 @@ class StepWatchdog:
 
     Started when the prompting rank steps (``next``/``step``/``until``/``return``) while other ranks wait at
     its stop. A step that runs into a collective (an all-reduce in DDP's backward, a barrier) would wait for
-    those ranks forever; if the step has not stopped again after ``grace`` seconds, the watchdog says so in one
+    those ranks until the group's timeout kills the job; if the step has not stopped again after ``grace``
+    seconds (``step_grace_seconds()``: ``LLMPDB_STEP_GRACE``, default 1 s, at most a fifth of the group's
+    timeout, independent of ``LLMPDB_RANK_GRACE``), the watchdog says so in one
     line (naming the waiting ranks) and releases the stop: they run on, join the collective, and wait at their
     next breakpoint. The prompting rank keeps the terminal and stops where its step ends."""
 
@@ -171,7 +199,7 @@ class StepWatchdog:
         import threading
 
         self.job, self.stop, self.where, self.message = job, stop, where, message
-        self.grace = grace_seconds() if grace is None else grace
+        self.grace = step_grace_seconds() if grace is None else grace
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="llmpdb-step-watchdog", daemon=True)
         self.fired = False

@@ -251,7 +251,7 @@ def test_a_rank_whose_output_torchrun_hides_prompts_and_next_into_the_all_reduce
         assert "(16, 4)" in session.run("p tuple(batch.shape)")
         assert f"ddp_train.py({BREAK_LINE + 1})main()" in session.run("n")  # -> loss.backward()
         stepped = session.run("n")
-        assert "llmpdb r1: the step has run 3 s while rank(s) 0 wait at examples/ddp_train.py:" in stepped, stepped
+        assert "llmpdb r1: the step has run 1 s while rank(s) 0 wait at examples/ddp_train.py:" in stepped, stepped
         assert "they run on to their next breakpoint" in stepped
         assert f"ddp_train.py({BREAK_LINE + 2})main()" in stepped, stepped
         assert session.child.after == "(llmpdb r1) "
@@ -318,7 +318,8 @@ def test_ranks_job_without_a_running_job_says_so(tmp_path):
 
 @pytest.mark.timeout(90)
 def test_two_launchers_with_nnodes_2_need_no_extra_step(tmp_path):
-    """Two nodes on one machine (static rendezvous): node 1's rank waits for node 0's prompt."""
+    """Two nodes on one machine (static rendezvous): node 1's rank waits for node 0's prompt, and says once
+    on node 1's terminal which rank and host hold it."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = str(sock.getsockname()[1])
@@ -338,11 +339,17 @@ def test_two_launchers_with_nnodes_2_need_no_extra_step(tmp_path):
             assert session.child.after == "(llmpdb r0) "
             rows = _ranks_once(session, "r1", "waiting")
             assert rows["r1"].startswith(f"waiting at examples/ddp_train.py:{BREAK_LINE} (main)"), rows
+            holder = f"llmpdb r1: rank 0 on host {socket.gethostname()} holds the job's prompt (at examples/ddp_train.py:"
+            deadline = time.monotonic() + 15  # node 1's rank sees the prompt at its next poll
+            while holder not in (tmp_path / "node1.log").read_text() and time.monotonic() < deadline:
+                time.sleep(0.2)
             rest = session.finish("c")
             assert "rank 0/2: done" in rest and session.exitstatus == 0, rest
         assert node1.wait(30) == 0
         log.seek(0)
-        assert "rank 1/2: done" in log.read()
+        text = log.read()
+        assert "rank 1/2: done" in text
+        assert text.count(holder) == 1, text  # node 1's terminal says who prompts, once per stop
     finally:
         _kill_job(node1.pid, workers, node1.poll() is None)
         node1.wait(10)
