@@ -1,0 +1,1 @@
+"""The zoo's tests import ``tests.commands.conftest`` for the per-session reset."""
