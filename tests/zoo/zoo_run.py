@@ -65,6 +65,7 @@ def misfed(model, layer, width):
 
 @dataclass
 class ZooRun:
+    model: object = None
     outputs: dict = field(default_factory=dict)
     truth: dict = field(default_factory=dict)
     transcripts: dict = field(default_factory=dict)
@@ -102,6 +103,23 @@ def grads_truth(model, inputs) -> tuple[int, int]:
     return len(params), with_grad
 
 
+def cache_layers(model, inputs) -> list[tuple[str, tuple | None]]:
+    """Each attention cache layer's kind (``sliding`` / ``full``) and keys' shape, read off the cache
+    object transformers returns (its layer classes), not off llmpdb."""
+    with torch.no_grad():
+        out = model(**inputs)
+    cache = out.get("past_key_values") if isinstance(out, dict) else getattr(out, "past_key_values", None)
+    layers = getattr(getattr(cache, "self_attention_cache", cache), "layers", None) or []
+    found = []
+    for layer in layers:
+        keys = getattr(layer, "keys", None)
+        if isinstance(keys, torch.Tensor) and keys.dim() == 4:
+            found.append(("sliding" if "Sliding" in type(layer).__name__ else "full", tuple(keys.shape)))
+        else:
+            found.append(("linear", None))
+    return found
+
+
 def module_calls(model, inputs) -> int:
     """How many module calls one forward makes (forward hooks on every module)."""
     calls = []
@@ -123,7 +141,7 @@ def target_linear(model) -> tuple[str, nn.Linear]:
 
 
 def zoo_run(model, spec) -> ZooRun:
-    run = ZooRun()
+    run = ZooRun(model=model)
     inputs = spec.inputs()
     prefixed = {"module." + k: v for k, v in model.state_dict().items()}
     run.truth["state_keys"] = len(model.state_dict())
@@ -148,6 +166,7 @@ def zoo_run(model, spec) -> ZooRun:
         keyed[key] = next(stops, "")
     run.outputs.update(keyed)
     run.truth["grads"] = grads_truth(model, inputs)
+    run.truth["cache_layers"] = cache_layers(model, inputs)
     run.truth["calls"] = module_calls(model, inputs)
     run.truth["attention_path"] = next((n for n, m in model.named_modules()
                                         if attention and type(m).__name__ == attention), None)
