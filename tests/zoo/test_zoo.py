@@ -87,8 +87,10 @@ COMMANDS = ["trace", "statediff", "stack-model", "attn_shapes", "shapes", "kv", 
             "explain"]
 
 # Known wrong answers: (arch, check) -> what llmpdb says vs the truth.
-MLA = "kv calls DeepSeek-V3's latent cache 'kv heads 1 (MQA) … sharded or repeated' vs kv_lora_rank latent + rotary key"
-CONV = "conv_states (2, 64, 4) named batch·intermediate·seq vs batch·intermediate·conv_kernel (4 = d_conv)"
+MLA = ("kv calls DeepSeek-V3's latent cache 'kv heads 1 (MQA) … sharded or repeated' vs the kv_lora_rank "
+       "latent + the rotary key")
+CONV = ("conv_states (2, 64, 4) named batch·intermediate·seq and conv1d.weight (64, 1, 4) ?·1·seq vs "
+        "conv_kernel for the 4 (d_conv)")
 KNOWN: dict[tuple[str, str], str] = {
     ("deepseek_v3", "kv"): MLA,
     ("mamba", "shapes"): CONV,
@@ -309,7 +311,7 @@ def test_explain_names_the_linear_mismatch(zoo, arch):
     no_internal_error(text)
     _, in_features = run.truth["linear"]
     assert f"expects in_features {in_features}; the input's last dim is {in_features + 1}" in text, text
-    line = next(l for l in text.splitlines() if l.strip().startswith(f"hidden  ") or l.strip().startswith("hidden "))
+    line = next(l for l in text.splitlines() if l.strip().startswith("hidden "))
     names = [n.strip() for n in line.split(")", 1)[1].split("·")]
     assert not misnamed(names, ["batch", "seq", None]), text
 

@@ -41,7 +41,7 @@ def _logits(out):
 def scenario(model, inputs, prefixed, tokenizer):
     """The program the debugger runs: stops before the forward, after it, after a backward."""
     input_ids = inputs["input_ids"]
-    ids = input_ids.clone()  # a copy under a name llmpdb has no rule for: named from sizes alone
+    ids = input_ids.clone()  # noqa: F841 (a name llmpdb has no rule for: named from sizes alone)
     breakpoint()
     out = model(**inputs)
     breakpoint()
@@ -77,9 +77,11 @@ def first_nan_module(model, inputs) -> str | None:
     found: list[str] = []
 
     def hook(module, args, output):
-        tensors = [output] if isinstance(output, torch.Tensor) else [
-            t for t in (output.values() if isinstance(output, dict) else output if isinstance(output, (tuple, list)) else [])
-            if isinstance(t, torch.Tensor)]
+        if isinstance(output, torch.Tensor):
+            tensors = [output]
+        else:
+            items = output.values() if isinstance(output, dict) else output if isinstance(output, (tuple, list)) else []
+            tensors = [t for t in items if isinstance(t, torch.Tensor)]
         if not found and any(t.is_floating_point() and not torch.isfinite(t).all() for t in tensors):
             found.append(names[id(module)])
 

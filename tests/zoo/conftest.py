@@ -1,1 +1,0 @@
-"""The zoo's tests import ``tests.commands.conftest`` for the per-session reset."""
