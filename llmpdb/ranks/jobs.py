@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 
+from ..files.private_file import write_private_file
 from .commands import describe_rank
 from .dump import request_dumps
 from .store import RankJob, torchrun_prefix
@@ -45,11 +46,8 @@ def register_job(world: int) -> str | None:
     path = os.path.join(jobs_dir(), f"{run}.json")
     try:
         os.makedirs(jobs_dir(), mode=0o700, exist_ok=True)
-        temporary = f"{path}.{os.getpid()}"
-        with open(temporary, "w", encoding="utf-8") as handle:
-            json.dump(entry, handle)
-        os.replace(temporary, path)
-    except OSError:
+        write_private_file(path, json.dumps(entry))  # 0600, renamed into place, never through a link
+    except OSError:  # PrivateFileError included
         return None
     return path
 
