@@ -13,8 +13,8 @@ where it cannot run, readline with its history in ``~/.llmpdb_attach_history`` (
 ``files.private_file``: a symbolic link or a FIFO there is refused in one line). Colours come from the
 server when this terminal has them. Ctrl-D detaches: the stop continues the program. After ``c`` the
 client stays attached and gets the program's next stop; while it runs, Ctrl-C stops it at its next line
-(as at a local prompt) and Ctrl-D detaches. Ctrl-C at the prompt clears the line. Exit status: 0 after a detach or the program's
-end, 1 when refused or unreachable, 2 for usage.
+(as at a local prompt) and Ctrl-D detaches. Ctrl-C at the prompt clears the line. Exit status: 0 after a
+detach or the program's end, 1 when refused or unreachable, 2 for usage.
 """
 
 from __future__ import annotations
