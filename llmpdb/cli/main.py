@@ -190,7 +190,9 @@ def _crash_report_ends(debugger, exc: BaseException) -> bool:
     from ..headless.policy import client_attached
 
     _, line = save_crash_report(exc, report_destination(_REPORT))
-    print(line, file=sys.stderr if sys.stderr is not None else sys.__stderr__, flush=True)
+    from ..headless.streams import DroppingOutput
+
+    print(line, file=DroppingOutput(sys.stderr if sys.stderr is not None else sys.__stderr__, "standard error"))
     attach = policy == "attach" and (os.environ.get("LLMPDB_HEADLESS", "").strip().lower() == "attach"
                                      or os.environ.get("LLMPDB_LISTEN") or client_attached())
     return _REPORT is not None or not attach

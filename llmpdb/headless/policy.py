@@ -43,6 +43,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from ..ranks.mixin import current_rank, share_if_discarded
+from ..remote.cleanup import signals_remove_files
 from .stop_signal import install_attach_signal
 from .tour import stream_is_terminal
 
@@ -367,7 +368,8 @@ class HeadlessPolicyMixin:
             if logged:
                 waiting = f"waiting {wait:g} s for a client" if wait else "a client already waiting gets it"
                 _log(f"{stop_line('attach', frame)}: {waiting}: {listener.connect_command()}")
-            conn = listener.wait_client(time.time() + wait)
+            with signals_remove_files():  # SIGTERM/SIGHUP now: the .sock/.token files go, the process dies
+                conn = listener.wait_client(time.time() + wait)
             if conn is None:
                 if not _STATE.gave_up:
                     _log(f"llmpdb: no client attached within {wait:g} s; continuing (later stops take a client "
@@ -430,7 +432,8 @@ class HeadlessPolicyMixin:
             wait = _attach_timeout()
             _log(f"llmpdb: the client's connection was lost; waiting {wait:g} s for a re-attach: "
                  f"{seat.listener.connect_command()}")
-            conn = seat.listener.wait_client(time.time() + wait)
+            with signals_remove_files():
+                conn = seat.listener.wait_client(time.time() + wait)
             if conn is not None:
                 seat.take(conn)
                 _log(f"llmpdb: {conn.who} attached")

@@ -157,20 +157,20 @@ class DroppingOutput:
             data = text.encode(getattr(self.stream, "encoding", None) or "utf-8", "replace")
             while data:
                 data = data[os.write(fd, data):]
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, AttributeError) as exc:
             self._dropped(exc)
         return len(text)
 
     def flush(self) -> None:
         try:
             self.stream.flush()
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, AttributeError) as exc:
             self._dropped(exc)
 
     def close(self) -> None:
         try:
             self.stream.close()
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, AttributeError) as exc:
             self._dropped(exc)
 
     def writable(self) -> bool:

@@ -1,18 +1,22 @@
 """Remove a listener's socket and token files however the process that made them ends; never another's.
 
-Usage (``llmpdb.headless.policy`` calls it once a listener is open)::
+Usage (``llmpdb.headless.policy`` calls them)::
 
-    remove_at_end(listener, close, seat)   # close(): the orderly end (tell the client, close, remove files)
+    remove_at_end(listener, close, seat)   # once open; close(): the orderly end (tell the client, remove files)
+    with signals_remove_files():           # around a wait for a client
+        conn = listener.wait_client(deadline)
 
 - The program exits normally: ``close`` runs from ``atexit``.
 - A forked ``multiprocessing`` child (a DataLoader worker) that opened its own listener at a stop: such a
   child ends with ``os._exit``, which skips ``atexit``; ``close`` is also one of multiprocessing's
   finalizers, which the child runs before ``os._exit``.
-- ``SIGTERM`` or ``SIGHUP`` whose action is the default (the process would die without ``atexit``): the
-  files are removed, the default action is put back and the signal raised again, so the process still dies
-  by that signal (its parent sees -15 or -1). A handler of the program's own is never replaced: it runs as
-  before (``sys.exit`` in it ends through ``atexit``); an ignored signal stays ignored. Only the main thread
-  can install handlers: a listener opened in another thread is removed at exit only.
+- ``SIGTERM`` or ``SIGHUP`` during a wait for a client, whose action is the default (the process would die
+  without ``atexit``): the files are removed, the default action is put back and the signal raised again,
+  so the process still dies by that signal (its parent sees -15 or -1). Only during the wait: a Python
+  handler runs between bytecodes, and outside the wait the main thread may be inside C code (a hung
+  collective) that a launcher's SIGTERM must still kill at once. A handler of the program's own is never
+  replaced: it runs as before (``sys.exit`` in it ends through ``atexit``); an ignored signal stays
+  ignored. Only the main thread can install handlers: a wait in another thread is not covered.
 - ``os.fork()``: the child inherits the parent's listening socket and an attached client's connection; it
   closes them at once (``os.register_at_fork``), so workers hold neither the parent's port nor its
   client, and a signal or exit in the child never removes the parent's files (each file is tied to the
@@ -22,6 +26,7 @@ Usage (``llmpdb.headless.policy`` calls it once a listener is open)::
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import signal
 import sys
@@ -29,12 +34,11 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["remove_at_end", "SIGNALS"]
+__all__ = ["remove_at_end", "signals_remove_files", "SIGNALS"]
 
 SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 _FILES: list[tuple[int, Path]] = []          # (pid that made it, path)
 _HELD: list[tuple[int, object, object]] = []  # (pid, listener, seat): their sockets, closed in a forked child
-_INSTALLED: set[int] = set()
 
 
 def _remove_files(pid: int) -> None:
@@ -53,19 +57,28 @@ def _on_signal(signum, frame) -> None:
     os.kill(os.getpid(), signum)
 
 
-def _install_signals() -> None:
-    if threading.current_thread() is not threading.main_thread():
-        return
-    for signum in SIGNALS:
-        if signum in _INSTALLED:
-            continue
-        try:
-            if signal.getsignal(signum) != signal.SIG_DFL:  # the program's own handler, or ignored: as it is
+@contextlib.contextmanager
+def signals_remove_files():
+    """Usage: ``with signals_remove_files(): conn = listener.wait_client(deadline)``; SIGTERM/SIGHUP with
+    the default action remove this process's files while the block runs (see above)."""
+    installed = []
+    if threading.current_thread() is threading.main_thread():
+        for signum in SIGNALS:
+            try:
+                if signal.getsignal(signum) == signal.SIG_DFL:  # the program's own handler, or ignored: as it is
+                    signal.signal(signum, _on_signal)
+                    installed.append(signum)
+            except (ValueError, OSError):
                 continue
-            signal.signal(signum, _on_signal)
-        except (ValueError, OSError):
-            continue
-        _INSTALLED.add(signum)
+    try:
+        yield
+    finally:
+        for signum in installed:
+            try:
+                if signal.getsignal(signum) is _on_signal:
+                    signal.signal(signum, signal.SIG_DFL)
+            except (ValueError, OSError):
+                pass
 
 
 def _once(close: Callable[[], None]) -> Callable[[], None]:
@@ -106,7 +119,6 @@ def remove_at_end(listener, close: Callable[[], None], seat=None) -> None:
         from multiprocessing import util
 
         util.Finalize(None, close, exitpriority=100)
-    _install_signals()
 
 
 if hasattr(os, "register_at_fork"):
