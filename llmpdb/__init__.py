@@ -11,8 +11,7 @@ Usage::
 from __future__ import annotations
 
 from .hooks import breakpointhook, install, post_mortem, set_trace, uninstall
-
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = ["Pdb", "set_trace", "post_mortem", "breakpointhook", "install", "uninstall", "shapes", "stack_model",
            "kv", "statediff", "__version__"]

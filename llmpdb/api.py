@@ -39,7 +39,7 @@ from .inspect.tensors import TensorWalk, frame_tensors, walk_tensors
 from .render.kv import render_cache
 from .render.modules import render_model_stack
 from .render.statediff import render_statediff
-from .config_file import config, style_for
+from .render.config_file import config, style_for
 from .render.style import Style
 from .render.tensors import render_tensors
 

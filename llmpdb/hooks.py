@@ -18,7 +18,7 @@ import sys
 import threading
 
 from .forward.arming import dynamo_disable
-from .debugger.muting import MUTING
+from .breakpoints.muting import MUTING
 from .session import SESSION
 from .debugger.thread_gate import STOP_GATE
 
@@ -102,6 +102,9 @@ def uninstall() -> None:
         sys.breakpointhook = sys.__breakpointhook__
 
 
+_TRACEBACK = BaseException.__dict__["__traceback__"]
+
+
 def post_mortem(tb=None) -> None:
     """Usage: ``except Exception: llmpdb.post_mortem()``; debug the frame where the exception was raised.
 
@@ -111,11 +114,10 @@ def post_mortem(tb=None) -> None:
     if disabled():
         return
     if tb is None:
-        exc = sys.exc_info()[1]
-        tb = exc.__traceback__ if exc is not None else None
+        tb = sys.exc_info()[2]  # the interpreter's own field: an exception's __traceback__ property never runs
     if tb is None:
         last = getattr(sys, "last_exc", None)
-        tb = last.__traceback__ if last is not None else getattr(sys, "last_traceback", None)
+        tb = _TRACEBACK.__get__(last) if isinstance(last, BaseException) else getattr(sys, "last_traceback", None)
     if tb is None:
         raise ValueError("post_mortem() needs a traceback: call it while an exception is handled, or after "
                          "one went uncaught (a notebook's next cell)")

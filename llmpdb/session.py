@@ -34,6 +34,7 @@ class Session:
     stop: int = 0
     _memories: dict[str, Any] = field(default_factory=dict)
     stopper: Callable[[object, str], None] | None = None
+    relay: Callable[[str], None] | None = None  # a job's relay of a log line others cannot see (ranks)
 
     def memory(self, key: str, factory: Callable[[], Any]) -> Any:
         """Usage: ``SESSION.memory("snapshots", dict)``; created on first use, kept for the process."""
@@ -46,6 +47,17 @@ class Session:
         if self.stopper is None:
             raise RuntimeError("no debugger installed (import llmpdb first)")
         self.stopper(frame, header)
+
+    def relay_line(self, line: str) -> None:
+        """Usage: ``SESSION.relay_line(log_line)`` after writing it to standard error; in a distributed job
+        whose launcher discards this rank's stderr, the visible ranks print it (``llmpdb.ranks`` sets
+        ``relay``). Never raises."""
+        relay = self.relay
+        if relay is not None:
+            try:
+                relay(line)
+            except Exception:  # the line stays where it was written
+                pass
 
     def reset(self) -> None:
         """Forget everything but the stopper (tests)."""

@@ -101,6 +101,36 @@ def test_post_mortem_stops_in_the_raising_frame():
     assert "explode()" in out.getvalue()
 
 
+def test_post_mortem_never_runs_the_exceptions_traceback_property():
+    debugger, out = make_debugger(["p secret", "c"])
+    previous = hooks._DEBUGGER
+    hooks.set_debugger(debugger)
+    touched = []
+
+    class Hostile(RuntimeError):
+        @property
+        def __traceback__(self):
+            touched.append("__traceback__")
+            raise KeyError("gotcha")
+
+    def explode():
+        secret = "found-it"
+        raise Hostile(secret)
+
+    try:
+        try:
+            explode()
+        except Hostile:
+            try:
+                llmpdb.post_mortem()
+            except KeyError:  # was: the property's KeyError escaped into the program
+                touched.append("escaped")
+    finally:
+        hooks.set_debugger(previous)
+    assert touched == []
+    assert "'found-it'" in out.getvalue()
+
+
 def test_post_mortem_without_exception_is_a_clear_error(monkeypatch):
     for name in ("last_exc", "last_traceback", "last_value", "last_type"):
         monkeypatch.delattr(sys, name, raising=False)

@@ -85,3 +85,78 @@ def test_first_prompt_loads_no_heavy_module_and_a_command_imports_its_own(tmp_pa
     assert "nothing to write" in done.stdout
     assert {"llmpdb.inspect.tensor_paths", "llmpdb.inspect.frame_snapshot"} <= set(after_dump)
     assert "torch" not in after_dump
+
+
+# Every module that imports inside a function, and why. A module that starts doing so without a reason here
+# fails the test below: an import at the top is the rule, an import at first use the exception.
+COMMAND_FIRST_USE = "the command's inspect/render/forward modules load when it first runs (start-up: HEAVY above)"
+TORCH_ONLY_IF_USED = "torch is imported only when the program already imported it or the feature needs it"
+IMPORTS_INSIDE_FUNCTIONS = {
+    "llmpdb/__init__.py": "the public API and Pdb load on first access (`import llmpdb` stays cheap)",
+    "llmpdb/base.py": "pdb++ or the standard pdb, whichever the base choice picks",
+    "llmpdb/hooks.py": "the debugger class is built at the first stop, not at `import llmpdb`",
+    "llmpdb/breakpoints/__init__.py": "the engine loads when the debugger class is built",
+    "llmpdb/breakpoints/mixin.py": "only the engine this Python version and setting uses",
+    "llmpdb/breakpoints/patching.py": "importlib's loader hooks, only when a breakpoint's module is not loaded yet",
+    "llmpdb/cli/attach.py": "the client's line editor and sockets, only for `attach`",
+    "llmpdb/cli/main.py": "each subcommand imports what it runs: `attach`, `open`, `--version` stay light",
+    "llmpdb/cli/open_file.py": "the debugger class, once the file is read and checked",
+    "llmpdb/commands/diverge.py": COMMAND_FIRST_USE,
+    "llmpdb/commands/diverge_break.py": COMMAND_FIRST_USE,
+    "llmpdb/commands/dump.py": COMMAND_FIRST_USE,
+    "llmpdb/commands/explain.py": COMMAND_FIRST_USE,
+    "llmpdb/commands/grads.py": COMMAND_FIRST_USE,
+    "llmpdb/commands/kv.py": COMMAND_FIRST_USE,
+    "llmpdb/commands/mem.py": COMMAND_FIRST_USE,
+    "llmpdb/commands/nan_break.py": COMMAND_FIRST_USE,
+    "llmpdb/commands/navigation.py": COMMAND_FIRST_USE,
+    "llmpdb/commands/shapes.py": COMMAND_FIRST_USE,
+    "llmpdb/commands/show.py": COMMAND_FIRST_USE,
+    "llmpdb/commands/statediff.py": COMMAND_FIRST_USE,
+    "llmpdb/commands/tokens.py": COMMAND_FIRST_USE,
+    "llmpdb/commands/trace.py": COMMAND_FIRST_USE,
+    "llmpdb/commands/watching.py": COMMAND_FIRST_USE,
+    "llmpdb/console/history.py": "prompt_toolkit loads with the first terminal prompt",
+    "llmpdb/console/prompt.py": "prompt_toolkit and completion load with the first terminal prompt",
+    "llmpdb/console/typeahead.py": "terminal ioctls and prompt_toolkit, after a line was read",
+    "llmpdb/files/safetensors_file.py": TORCH_ONLY_IF_USED,
+    "llmpdb/forward/diverge_variants.py": "the safetensors package, only for `diverge --vs ckpt=`",
+    "llmpdb/headless/crash_report.py": "the version and base, only when a report is written",
+    "llmpdb/headless/policy.py": "sockets (remote/) load only when the attach policy opens a listener",
+    "llmpdb/inspect/checkpoint.py": TORCH_ONLY_IF_USED,
+    "llmpdb/inspect/checkpoint_guard.py": "pickle inspection and torch, only for a pickle checkpoint",
+    "llmpdb/inspect/fingerprint.py": TORCH_ONLY_IF_USED,
+    "llmpdb/inspect/snapshot.py": TORCH_ONLY_IF_USED,
+    "llmpdb/inspect/stats.py": TORCH_ONLY_IF_USED,
+    "llmpdb/ranks/jobs.py": "torch.distributed, only for `ranks --job`",
+    "llmpdb/ranks/mixin.py": "the job registry, only in a distributed job",
+    "llmpdb/ranks/store.py": "torch.distributed and the store's sockets, only in a distributed job",
+    "llmpdb/ranks/wait.py": "the step watchdog's thread, only when a step leaves ranks waiting",
+    "llmpdb/render/config_file.py": "tomllib, only when a config file exists",
+    "llmpdb/render/source.py": "pygments, only with colour on",
+    "llmpdb/render/style.py": "unicodedata, only for text that is not ASCII",
+    "llmpdb/render/table.py": "textwrap, only for a line that must wrap",
+}
+
+
+def _modules_importing_inside_functions() -> set[str]:
+    import ast
+
+    found = set()
+    for folder, _, files in os.walk(os.path.join(ROOT, "llmpdb")):
+        for name in files:
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(folder, name)
+            with open(path, encoding="utf-8") as source:
+                tree = ast.parse(source.read())
+            functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+            if any(isinstance(inner, (ast.Import, ast.ImportFrom)) for f in functions for inner in ast.walk(f)):
+                found.add(os.path.relpath(path, ROOT).replace(os.sep, "/"))
+    return found
+
+
+def test_every_import_inside_a_function_has_a_reason():
+    found = _modules_importing_inside_functions()
+    assert sorted(found - set(IMPORTS_INSIDE_FUNCTIONS)) == [], "add the reason to IMPORTS_INSIDE_FUNCTIONS"
+    assert sorted(set(IMPORTS_INSIDE_FUNCTIONS) - found) == [], "no longer imports inside a function: remove it"

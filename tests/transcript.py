@@ -17,7 +17,7 @@ import sys
 from llmpdb import hooks
 from llmpdb.debugger.core import Pdb
 
-__all__ = ["debug_transcript", "make_debugger"]
+__all__ = ["debug_transcript", "make_debugger", "outputs_of", "after", "run_post_mortem", "explained"]
 
 
 def make_debugger(commands: list[str], *, width: int | None = 100,
@@ -52,3 +52,26 @@ def outputs_of(transcript: str) -> list[str]:
     """Usage: ``outputs_of(debug_transcript(f, ["c", "shapes", "c"]))`` -> what each command printed after
     the first ``c`` (which runs to the first ``breakpoint()``)."""
     return [chunk.rstrip("\n") for chunk in transcript.split("(llmpdb) ")[2:]]
+
+
+def after(out: str, command_index: int) -> str:
+    """Usage: ``after(out, 2)`` -> what the third typed command printed (up to the next prompt)."""
+    return out.split("(llmpdb) ")[command_index + 1]
+
+
+def run_post_mortem(func, *args, **kwargs):
+    """Call ``func``; an exception opens llmpdb's post-mortem (the way a user's ``except: llmpdb.post_mortem()``
+    does). The exception's one-line text is kept in ``run_post_mortem.exception``."""
+    import llmpdb
+
+    try:
+        func(*args, **kwargs)
+    except Exception as exc:
+        run_post_mortem.exception = f"{type(exc).__name__}: {exc}"
+        llmpdb.post_mortem()
+
+
+def explained(func, *args, width: int = 200) -> str:
+    """Usage: ``explained(model, ids)`` -> what ``explain`` printed at the post-mortem of ``func(*args)``."""
+    return outputs_of(debug_transcript(run_post_mortem, ["c", "explain", "c"], func, *args, width=width))[0]
+

@@ -182,6 +182,9 @@ class Catches:
         self.stopper: Callable[[Any, BaseException, Any, Catch, str | None], None] | None = None
         self._next = 1
         self._matching: dict[type, list[Catch]] = {}  # per exception class; emptied when catches change
+        # The raise the last catch stop was for, (exception, frame): the same raise reported again (by pdb's
+        # tracing after sys.monitoring, or the other way round) is the same stop. Dropped at the next raise.
+        self._stopped_at: tuple | None = None
         backend = _MonitoringBackend if _MON is not None else _TraceBackend
         self.backend = backend(self.on_raise)
 
@@ -198,6 +201,7 @@ class Catches:
         """Usage: ``CATCHES.remove(2)`` or ``CATCHES.remove()`` (all); returns what was removed."""
         removed = [c for c in self.items if number is None or c.number == number]
         self.items = [c for c in self.items if c not in removed]
+        self._stopped_at = None
         self._matching.clear()
         if not self.items:
             self.backend.stop()
@@ -222,6 +226,11 @@ class Catches:
         Returns whether it stopped."""
         if self.paused or not self.items or self.stopper is None:
             return False
+        stopped_at = self._stopped_at
+        if stopped_at is not None:
+            if stopped_at[0] is exc and stopped_at[1] is frame:
+                return True  # reported a second time: the stop was made
+            self._stopped_at = None  # another raise: the exception and its frames are not kept alive
         if tb is None or tb.tb_next is not None or tb.tb_frame is not frame:
             return False  # passing through a caller, or raised from C code without a frame of ours
         matched = self._matching.get(type(exc))
@@ -237,6 +246,7 @@ class Catches:
         if hit is None:
             return False
         hit[0].hits += 1
+        self._stopped_at = (exc, frame)
         self.stopper(frame, exc, tb, hit[0], hit[1])
         return True
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from ..console.completion import CompletionContext
 from ..console.prompt import terminal_console
 from ..files.private_file import PrivateFileError, read_bounded, write_private_file
+from ..remote.frames import MAX_FRAME
 from ..remote.listener import RemoteError, connect, parse_target, socket_dir
 
 __all__ = ["main"]
@@ -128,6 +129,12 @@ def _token_lines(path: Path) -> list[str]:
         raise RemoteError(f"the token file {path} is not UTF-8 text") from None
 
 
+def _canonical(target: str) -> str:
+    """``127.0.0.1:5678`` -> ``tcp:127.0.0.1:5678``, as the job's token file names it; other targets as given."""
+    kind, address = parse_target(target)
+    return f"tcp:{address[0]}:{address[1]}" if kind == "tcp" else target
+
+
 def _token(target: str, token_file: str | None) -> str | None:
     if parse_target(target)[0] != "tcp":
         return None
@@ -196,10 +203,13 @@ def _step(conn, state: dict) -> int | None:
     if kind == "W":
         try:
             info = json.loads(text or "{}")
-        except ValueError:
+        except (ValueError, RecursionError):
             info = {}
+        info = info if isinstance(info, dict) else {}  # whoever answers on that address: data, checked
+        commands = info.get("commands")
+        commands = [c for c in commands if isinstance(c, str)] if isinstance(commands, list) else []
         if state["readline"] is None:
-            state["readline"] = _line_editor(info.get("commands", []))
+            state["readline"] = _line_editor(commands)
             print(f"llmpdb: attached to pid {info.get('pid')}, stopped at {info.get('where', '?')}")
         else:
             print(f"llmpdb: the program stopped at {info.get('where', '?')}")
@@ -208,6 +218,9 @@ def _step(conn, state: dict) -> int | None:
         sys.stdout.flush()
     elif kind == "P":
         line = _ask(text, state["readline"])
+        while line is not None and len(line.encode("utf-8", "replace")) > MAX_FRAME:  # the job would drop us
+            print(f"llmpdb attach: a line over {MAX_FRAME} bytes is not sent; type a shorter one")
+            line = _ask(text, state["readline"])
         if line is None:
             conn.send("D")
             conn.recv(timeout=5)
@@ -299,7 +312,7 @@ def main(argv: list[str]) -> int:
     try:
         if target is None:
             return _list()
-        target = _resolve(target)
+        target = _canonical(_resolve(target))
         token = _token(target, token_file)
         if parse_target(target)[0] == "tcp" and token is None:
             raise RemoteError(f"{target} needs its token: --token-file FILE (the job's log line names it)")

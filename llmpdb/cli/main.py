@@ -37,7 +37,10 @@ Every breakpoint() in the program opens llmpdb.
   -c CMD, --command CMD  run CMD at the first stop, as if typed (repeatable), e.g. -c continue
   --no-compile           set TORCHDYNAMO_DISABLE=1: torch.compile runs eagerly, all locals are visible
   --headless POLICY      what a stop does with no terminal: attach (default), log or skip
-  --listen ADDR          every stop waits for `python -m llmpdb attach` (ADDR: unix, tcp, tcp:HOST:PORT)
+  --listen ADDR          every stop waits for `python -m llmpdb attach` (ADDR: unix, PATH, tcp, tcp:PORT,
+                         HOST:PORT or PORT; TCP on loopback unless --listen-public)
+  --listen-public        allow --listen on a host other than loopback (LLMPDB_LISTEN_PUBLIC=1): other
+                         machines may reach it, with the token kept in a 0600 file
   --commands "a; b"      the commands the log policy runs at each stop (sets LLMPDB_TOUR)
   --log FILE             where the log policy writes (sets LLMPDB_LOG)
   --rank N               under torchrun, the rank that prompts (default 0; sets LLMPDB_RANK)
@@ -56,7 +59,7 @@ def _parse(argv: list[str]):
     try:
         opts, args = getopt.getopt(argv, "mhc:", ["help", "command=", "no-compile", "version", "headless=",
                                                   "listen=", "commands=", "log=", "rank=", "snapshot",
-                                                  "report="])
+                                                  "report=", "listen-public"])
     except getopt.GetoptError as exc:
         print(f"llmpdb: {exc}", file=sys.stderr)
         print(USAGE, file=sys.stderr)
@@ -66,7 +69,7 @@ def _parse(argv: list[str]):
         print(USAGE)
         raise SystemExit(0)
     if "--version" in names:
-        from .. import __version__
+        from ..version import __version__
         from ..base import BASE_FALLBACK_REASON, BASE_NAME
 
         extra = f" ({BASE_FALLBACK_REASON})" if BASE_FALLBACK_REASON else ""
@@ -85,6 +88,16 @@ def _parse(argv: list[str]):
             os.environ[env] = value
     if "--snapshot" in names:
         os.environ["LLMPDB_SNAPSHOT"] = "1"
+    if "--listen-public" in names:
+        os.environ["LLMPDB_LISTEN_PUBLIC"] = "1"
+    if "--listen" in names:  # a bad address is a usage error now, not a line at the first stop
+        from ..remote.address import RemoteError, check_listen
+
+        try:
+            check_listen(os.environ["LLMPDB_LISTEN"])
+        except RemoteError as exc:
+            print(f"llmpdb: --listen: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
     global _LISTEN_FROM_START, _REPORT
     _LISTEN_FROM_START = "--listen" in names
     _REPORT = next((value for name, value in opts if name == "--report"), None)
@@ -116,9 +129,10 @@ def main(argv: list[str] | None = None) -> None:
     from ..headless.policy import install_attach_signal
     from ..hooks import install, set_debugger
 
-    target_class = stdlib_pdb._ModuleTarget if as_module else stdlib_pdb._ScriptTarget
+    from .targets import program_target
+
     try:
-        target = target_class(args[0])
+        target = program_target(stdlib_pdb, args[0], as_module)
         check = getattr(target, "check", None)
         if check is not None:
             check()
@@ -159,14 +173,14 @@ def _run(debugger, target) -> int:
             traceback.print_exc()
             return 1
         except BaseException as exc:
-            from ..debugger.stepping import program_traceback
+            from ..headless.exception_text import exception_field, python_traceback_text
 
-            traceback.print_exception(type(exc), exc, program_traceback(exc.__traceback__))
+            _print_error(python_traceback_text(exc))
             if _crash_report_ends(debugger, exc):
                 return 1
             _say("llmpdb: uncaught exception; post-mortem debugging (`c` or `q` ends the program)")
             try:
-                debugger.interaction(None, exc.__traceback__)
+                debugger.interaction(None, exception_field(exc, "__traceback__"))
             except RESTART:
                 _restarting(debugger, target)
                 continue
@@ -190,12 +204,21 @@ def _crash_report_ends(debugger, exc: BaseException) -> bool:
     from ..headless.policy import client_attached
 
     _, line = save_crash_report(exc, report_destination(_REPORT))
-    from ..headless.streams import DroppingOutput
-
-    print(line, file=DroppingOutput(sys.stderr if sys.stderr is not None else sys.__stderr__, "standard error"))
+    _print_error(line + "\n")
     attach = policy == "attach" and (os.environ.get("LLMPDB_HEADLESS", "").strip().lower() == "attach"
                                      or os.environ.get("LLMPDB_LISTEN") or client_attached())
     return _REPORT is not None or not attach
+
+
+def _print_error(text: str) -> None:
+    """Write to stderr (``sys.__stderr__`` when the program replaced it with None); a closed or full one
+    drops it."""
+    stream = sys.stderr if sys.stderr is not None else sys.__stderr__
+    try:
+        stream.write(text)
+        stream.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def _restarting(debugger, target) -> None:

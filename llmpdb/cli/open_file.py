@@ -3,6 +3,7 @@
 Usage::
 
     python -m llmpdb open llmpdb-snapshot-4242-1.safetensors
+    python -m llmpdb open --yes big.safetensors      (no question above the size limit; or --max-mib N)
     (llmpdb) shapes                 the saved tensors, by the paths they had (outputs.logits ...)
     (llmpdb) stack-model            the module stack saved at the stop (a record: the frames are not live)
     (llmpdb) kv                     the saved KV cache metadata
@@ -10,9 +11,14 @@ Usage::
 
 The file is read by ``files.safetensors_file`` (header validated by ``inspect.checkpoint_guard`` before
 any data is read; the records in ``__metadata__`` are JSON, rebuilt by ``inspect.saved_records`` into
-known record classes only): nothing in it is executed or unpickled. Tensors land on the CPU. The prompt
-is an llmpdb debugger stopped in a small generated function ``saved_stop`` whose locals are the saved
-top-level names, nested back from their paths (``inspect.tensor_paths.nest_paths``). ``c`` or ``q`` ends.
+known record classes only): nothing in it is executed or unpickled, and nothing read from it (nor its
+name) ever becomes source text: the prompt is an llmpdb debugger stopped in a frame of one constant
+template, whose variables are the saved top-level names (objects in its namespace, nested back from their
+paths by ``inspect.tensor_paths.nest_paths``; a path with a dunder or reserved part is refused in one
+line). Text from the file is shown with control characters escaped. The tensors are mapped on the CPU,
+not read: a tensor's pages come from disk when it is used. Above ``--max-mib`` (default 1024,
+``LLMPDB_OPEN_MAX_MIB``) of tensors ``open`` asks first; with nobody to answer it refuses in one line.
+``c`` or ``q`` ends.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from ..commands._command import CommandError, command, parse_args
 from ..commands.kv import parse_kv_args
 from ..files.safetensors_file import CheckpointError, read_safetensors
 from ..inspect.checkpoint_guard import load_json
-from ..inspect.saved_records import records_from_json
+from ..inspect.saved_records import MAX_DEPTH, records_from_json
 from ..inspect.tensor_paths import nest_paths
 from ..render.kv import render_cache, render_layer
 from ..render.modules import render_model_stack
@@ -37,7 +43,20 @@ from ..units import human_bytes, plural
 
 __all__ = ["open_main", "SavedStop", "load_saved", "OPEN_USAGE"]
 
-OPEN_USAGE = "usage: python -m llmpdb open FILE   (a file written by `snapshot` or `dump`)"
+OPEN_USAGE = ("usage: python -m llmpdb open [--yes] [--max-mib N] FILE   (a file written by `snapshot` or "
+              "`dump`; --yes: no question above the size limit)")
+DEFAULT_MAX_MIB = 1024.0
+_TEMPLATE = "# a prompt on a saved file: its names are this frame's variables\n_llmpdb_enter(_llmpdb_frame())\n"
+_CODE = compile(_TEMPLATE, "<llmpdb open>", "exec")  # the only code that runs: nothing from the file in it
+_MAX_SHOWN = 200
+
+
+def shown(value: Any, limit: int = _MAX_SHOWN) -> str:
+    """Usage: ``shown(text)``; one line of text from a file: control characters escaped, long text cut."""
+    text = value if isinstance(value, str) else str(value)
+    if len(text) > limit:
+        text = text[:limit - 1] + "…"
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 @dataclass
@@ -61,18 +80,34 @@ class SavedStop:
         loc = self.location
         if not loc:
             return "?"
-        rank = f" r{loc['rank']}" if loc.get("rank") is not None else ""
-        return f"{loc.get('file', '?')}:{loc.get('line', '?')} {loc.get('function', '?')}(){rank} at {loc.get('time', '?')}"
+        rank = f" r{shown(loc['rank'], 20)}" if loc.get("rank") is not None else ""
+        return (f"{shown(loc.get('file', '?'))}:{shown(loc.get('line', '?'), 20)} {shown(loc.get('function', '?'))}()"
+                f"{rank} at {shown(loc.get('time', '?'), 40)}")
+
+
+def _printable(value: Any, depth: int = 0) -> Any:
+    """The document with every string's control characters escaped (records are shown, never obeyed);
+    ``ValueError`` past ``MAX_DEPTH`` levels."""
+    if depth > MAX_DEPTH:
+        raise ValueError(f"records nested more than {MAX_DEPTH} deep")
+    if isinstance(value, str):
+        return value if value.isprintable() else shown(value, 4096)
+    if isinstance(value, list):
+        return [_printable(v, depth + 1) for v in value]
+    if isinstance(value, dict):
+        return {_printable(k, depth + 1): _printable(v, depth + 1) for k, v in value.items()}
+    return value
 
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def load_saved(path: str) -> SavedStop:
-    """Usage: ``load_saved("x.safetensors")``; ``CheckpointError`` (one line) for a bad file or bad records."""
-    tensors, metadata = read_safetensors(path)
-    name = os.path.basename(path)
+def load_saved(path: str, approve=None) -> SavedStop:
+    """Usage: ``load_saved("x.safetensors")``; ``CheckpointError`` (one line) for a bad file or bad records.
+    The tensors are mapped (``read_safetensors(mapped=True)``); ``approve`` is passed on to it."""
+    tensors, metadata = read_safetensors(path, mapped=True, approve=approve)
+    name = shown(os.path.basename(path))
     saved = SavedStop(path, tensors)
     raw = metadata.get("llmpdb")
     if raw is None:
@@ -80,6 +115,12 @@ def load_saved(path: str) -> SavedStop:
     doc = load_json(raw.encode("utf-8"), name, "llmpdb record")
     if not isinstance(doc, dict) or not str(doc.get("format", "")).startswith("llmpdb-snapshot-"):
         raise CheckpointError(f"{name}: refused: its llmpdb record is not a snapshot document")
+    aliases = doc.get("aliases")  # paths: matched to the header's names, shown only through shown()
+    try:
+        doc = _printable({k: v for k, v in doc.items() if k != "aliases"})
+    except ValueError as exc:
+        raise CheckpointError(f"{name}: refused: its llmpdb record is damaged ({exc})") from None
+    doc["aliases"] = aliases
     saved.doc = doc
     saved.kind = _text(doc.get("kind")) or "file"
     saved.location = doc.get("location") if isinstance(doc.get("location"), dict) else {}
@@ -93,8 +134,8 @@ def load_saved(path: str) -> SavedStop:
         if isinstance(kv, dict):
             saved.kv = kv
             saved.kv_report = records_from_json(kv.get("report"))
-    except (ValueError, TypeError) as exc:
-        raise CheckpointError(f"{name}: refused: its llmpdb record is damaged ({exc})") from None
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+        raise CheckpointError(f"{name}: refused: its llmpdb record is damaged ({shown(exc, 120)})") from None
     return saved
 
 
@@ -111,8 +152,9 @@ def _opened_class():
 
         def _saved_note(self) -> str:
             loc = self.saved.location
-            at = f"{os.path.basename(str(loc.get('file', '?')))}:{loc.get('line', '?')} {loc.get('time', '?')}"
-            return f"(saved in {os.path.basename(self.saved.path)} at {at}: a record, not live frames)"
+            at = (f"{shown(os.path.basename(str(loc.get('file', '?'))))}:{shown(loc.get('line', '?'), 20)} "
+                  f"{shown(loc.get('time', '?'), 40)}")
+            return f"(saved in {shown(os.path.basename(self.saved.path))} at {at}: a record, not live frames)"
 
         @command
         def do_stack_model(self, arg):
@@ -125,11 +167,11 @@ def _opened_class():
             if args.words:
                 raise CommandError(f"unknown argument {args.words[0]!r} (usage: stack-model [--all])")
             if not self.saved.stack:
-                raise CommandError(f"{os.path.basename(self.saved.path)} holds no module stack "
+                raise CommandError(f"{shown(os.path.basename(self.saved.path))} holds no module stack "
                                    f"(a {self.saved.kind}: only `snapshot` saves one)")
             style = self.out_style()
             if self.saved.header:
-                self.message(self.saved.header)
+                self.message(shown(self.saved.header, 400))
             self.message(render_model_stack(self.saved.stack, current=self.saved.current,
                                             show_all=args.flag("--all"), width=self.out_width(), style=style,
                                             root_names=self.saved.root_names))
@@ -149,8 +191,8 @@ def _opened_class():
                 raise CommandError("a saved file answers `kv` and `kv LAYER` only (the values: `shapes --stats`)")
             report = self.saved.kv_report
             if report is None:
-                raise CommandError(f"{os.path.basename(self.saved.path)} holds no KV cache metadata")
-            path = str(self.saved.kv.get("path") or "")
+                raise CommandError(f"{shown(os.path.basename(self.saved.path))} holds no KV cache metadata")
+            path = shown(self.saved.kv.get("path") or "")
             style, width = self.out_style(), self.out_width()
             if args.layer is None:
                 self.message(render_cache(report, width=width, style=style, path=path))
@@ -194,10 +236,13 @@ def _with_aliases(saved: SavedStop) -> dict[str, Any]:
     return flat
 
 
-def _namespace(saved: SavedStop) -> tuple[dict[str, Any], list[str]]:
-    tree = nest_paths(_with_aliases(saved))
-    names = [n for n in tree if n.isidentifier() and not keyword.iskeyword(n) and not n.startswith("_llmpdb")]
-    others = {k: v for k, v in tree.items() if k not in names}
+def _namespace(saved: SavedStop, refused: list[str] | None = None) -> tuple[dict[str, Any], list[str]]:
+    """The prompt's variables (top-level saved names; others, by their text, in ``saved_other``); paths
+    ``nest_paths`` refuses (dunder or reserved parts) are appended to ``refused``. Linear in the paths."""
+    tree = nest_paths(_with_aliases(saved), refused=refused)
+    names = [n for n in tree if n.isidentifier() and not keyword.iskeyword(n) and not n.startswith(("_llmpdb", "__"))]
+    kept = set(names)
+    others = {k: v for k, v in tree.items() if k not in kept}
     if others:
         tree = {n: tree[n] for n in names}
         tree["saved_other"] = others
@@ -205,42 +250,114 @@ def _namespace(saved: SavedStop) -> tuple[dict[str, Any], list[str]]:
     return tree, names
 
 
+def _refused_line(saved: SavedStop, refused: list[str]) -> str:
+    some = ", ".join(repr(shown(p, 60)) for p in refused[:3]) + (", …" if len(refused) > 3 else "")
+    return (f"llmpdb open: {shown(os.path.basename(saved.path))}: refused {plural(len(refused), 'path')} with a "
+            f"dunder or reserved part, an unhashable key or too many parts ({some}): left out")
+
+
 def _run_prompt(saved: SavedStop, debugger) -> None:
-    namespace, names = _namespace(saved)
-    filename = f"<llmpdb open {os.path.basename(saved.path)}>"
-    source = (f"# {saved.kind} {os.path.basename(saved.path)}: {saved.where}\n"
-              f"def saved_stop({', '.join(names)}):\n"
-              "    _llmpdb_enter(_llmpdb_frame())  # the saved names are this function's locals\n"
-              "    return None\n")
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    refused: list[str] = []
+    namespace, _ = _namespace(saved, refused)
+    if refused:
+        print(_refused_line(saved, refused))
+    shown_line = f"# {shown(saved.kind, 40)} {shown(os.path.basename(saved.path))}: {saved.where}\n"
+    display = [shown_line, _TEMPLATE.splitlines(True)[1]]  # what `l` shows: text, never compiled
+    linecache.cache[_CODE.co_filename] = (sum(map(len, display)), None, display, _CODE.co_filename)
 
     def enter(frame):
         debugger.reset()
         debugger.botframe = frame
         debugger.interaction(frame, None)
 
-    scope = {"__name__": "llmpdb_saved", "__builtins__": builtins, "_llmpdb_enter": enter,
-             "_llmpdb_frame": sys._getframe, "torch": sys.modules["torch"]}  # read_safetensors imported it
-    exec(compile(source, filename, "exec"), scope)  # our own generated source: no text from the file
-    scope["saved_stop"](**namespace)
+    scope = {"__name__": "llmpdb_saved", "__builtins__": builtins, "torch": sys.modules["torch"]}
+    scope.update(namespace)  # the saved objects, as data: names filtered (no dunder, no _llmpdb)
+    scope.update(_llmpdb_enter=enter, _llmpdb_frame=sys._getframe)
+    exec(_CODE, scope)  # a constant template compiled at import: no text from the file
+
+
+def _limit_from_env() -> float:
+    text = os.environ.get("LLMPDB_OPEN_MAX_MIB", "").strip()
+    try:
+        value = float(text) if text else DEFAULT_MAX_MIB
+    except ValueError:
+        return DEFAULT_MAX_MIB
+    return value if 0 < value <= 10**9 else DEFAULT_MAX_MIB
+
+
+def _parse_argv(argv: list[str]) -> tuple[str, bool, float] | None:
+    """``(path, yes, max_mib)``; None for bad usage."""
+    yes, limit, paths = False, _limit_from_env(), []
+    words = list(argv)
+    while words:
+        word = words.pop(0)
+        if word == "--yes":
+            yes = True
+        elif word == "--max-mib" or word.startswith("--max-mib="):
+            text = word.partition("=")[2] if "=" in word else (words.pop(0) if words else "")
+            try:
+                limit = float(text)
+            except ValueError:
+                return None
+            if not 0 < limit <= 10**9:
+                return None
+        elif word == "--":
+            paths += words
+            break
+        elif word.startswith("--"):
+            return None
+        else:
+            paths.append(word)
+    return (paths[0], yes, limit) if len(paths) == 1 else None
+
+
+def _approver(path: str, yes: bool, limit_mib: float):
+    """``approve(total, stat)`` for ``read_safetensors``: above the limit, ask on a terminal, else refuse."""
+    name = shown(os.path.basename(path) or path)
+
+    def approve(total: int, st: os.stat_result) -> None:
+        if yes or total <= limit_mib * 2**20:
+            return
+        on_disk = getattr(st, "st_blocks", None)
+        sparse = (f" (a sparse file: {human_bytes(on_disk * 512)} on disk)"
+                  if on_disk is not None and on_disk * 512 < total // 2 else "")
+        what = f"{human_bytes(total)} of tensors{sparse} is over the {limit_mib:g} MiB limit"
+        if sys.stdin.isatty() and sys.stdout.isatty():
+            try:
+                print(f"llmpdb open: {name}: {what}; mapped, they are read from disk as they are used. Open it? "
+                      "[y/N] ", end="", flush=True)
+                answer = sys.stdin.readline(64)
+            except (OSError, ValueError, KeyboardInterrupt, EOFError):
+                answer = ""
+            if answer.strip().lower() in ("y", "yes"):
+                return
+            raise CheckpointError(f"{name}: not opened")
+        raise CheckpointError(f"{name}: refused: {what} and nobody can confirm here (--yes or --max-mib N "
+                              "opens it)")
+
+    return approve
 
 
 def open_main(argv: list[str]) -> int:
     """Usage: ``open_main(["x.safetensors"])``; the exit status (1 for a file refused, 2 for bad usage)."""
-    if not argv or argv[0] in ("-h", "--help") or len(argv) > 1:
-        print(OPEN_USAGE, file=sys.stdout if argv[:1] in (["-h"], ["--help"]) else sys.stderr)
-        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
-    path = argv[0]
+    if argv[:1] in (["-h"], ["--help"]):
+        print(OPEN_USAGE)
+        return 0
+    parsed = _parse_argv(argv)
+    if parsed is None:
+        print(OPEN_USAGE, file=sys.stderr)
+        return 2
+    path, yes, limit = parsed
     try:
-        saved = load_saved(path)
+        saved = load_saved(path, _approver(path, yes, limit))
     except CheckpointError as exc:
-        print(f"llmpdb open: {exc}", file=sys.stderr)
+        print(f"llmpdb open: {shown(exc, 400)}", file=sys.stderr)
         return 1
     total = sum(int(t.numel()) * int(t.element_size()) for t in saved.tensors.values())
-    what = "a snapshot of " + saved.where if saved.kind == "snapshot" else f"a {saved.kind}"
+    what = "a snapshot of " + saved.where if saved.kind == "snapshot" else f"a {shown(saved.kind, 40)}"
     if saved.kind == "dump":
-        what = f"a dump of {saved.doc.get('expr', '?')} at {saved.where}"
-    print(f"llmpdb open: {path}: {what}; {plural(len(saved.tensors), 'tensor')} ({human_bytes(total)}) on the "
+        what = f"a dump of {shown(saved.doc.get('expr', '?'))} at {saved.where}"
+    print(f"llmpdb open: {shown(path)}: {what}; {plural(len(saved.tensors), 'tensor')} ({human_bytes(total)}) on the "
           "CPU. shapes, p EXPR" + (", stack-model, kv" if saved.stack or saved.kv_report else "") +
           "; c or q ends")
     debugger = _opened_class()(headless_tour=[])

@@ -84,6 +84,11 @@ class CatchCommands:
             where = f" if {catch.condition}" if catch.condition else ""
             self.message(f"{catch.number:<4} {catch.pattern + where:<32} {catch.hits}")
 
+    stop_exception: BaseException | None = None  # the exception of this catch stop
+
+    def caught_exception(self):
+        return self.stop_exception
+
     def catch_stop(self, frame, exc: BaseException, tb, catch, note: str | None) -> None:
         """Stop at ``frame`` where ``exc`` was just raised; afterwards pdb's stepping goes on from there."""
         if self.botframe is None:  # no session yet: the outermost frame is the bottom, as set_trace does
@@ -127,19 +132,22 @@ class CatchCommands:
             walk = walk.f_back
         return result
 
-    def interaction(self, *args, **kwargs):
-        CATCHES.paused += 1  # the user's commands at the prompt raise too: never a catch stop there
+    def stop_catch(self, stop, proceed):
+        """Stop stage ``catch``: the user's commands at the prompt raise too: never a catch stop there."""
+        CATCHES.paused += 1
         try:
-            return super().interaction(*args, **kwargs)
+            return proceed()
         finally:
             CATCHES.paused -= 1
             CATCHES.rearm()
 
-    def trace_dispatch(self, frame, event, arg):
-        """3.11: a frame pdb traces (the one you stopped in, or while stepping) reports its raises here."""
-        if event == "exception" and CATCHES.frame_tracer() is not None and CATCHES.on_raise(frame, *arg[1:]):
-            return self.trace_dispatch  # shown by the catch: pdb does not show the same exception again
-        return super().trace_dispatch(frame, event, arg)
+    def event_catch(self, frame, event, arg):
+        """Event consumer ``catch``: a raise in a frame pdb traces (the one you stopped in, or while stepping;
+        pdb's tracing or the fast engine delivers it) stops here when a catch matches, and a raise a catch
+        already stopped at (3.12+: ``sys.monitoring`` saw it first) is not shown by pdb a second time."""
+        if event == "exception" and CATCHES.items and CATCHES.on_raise(frame, *arg[1:]):
+            return self.trace_dispatch
+        return None  # not a raise a catch stops at: pdb decides
 
     def fb_sync(self, frame):
         local = super().fb_sync(frame)  # the line engine may remove every trace function (3.11)

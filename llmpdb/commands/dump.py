@@ -223,7 +223,7 @@ class DumpCommands:
 
     def _dump_ask(self, question: str) -> str | None:
         """The answer typed, or None when nobody can answer (a headless stop, end of input)."""
-        if getattr(self, "_policy_streams", False) and getattr(self, "_llmpdb_seat", None) is None:
+        if self.nobody_can_answer():
             return None  # the log policy: its input is empty by design
         try:
             if self.use_rawinput:

@@ -31,14 +31,16 @@ class ExplainCommands:
 
     _explain_stops: list = []
 
-    def interaction(self, frame=None, tb_or_exc=None, *args, **kwargs):
+    def stop_explain(self, stop, proceed):
+        """Stop stage ``explain``: remember the traceback (or exception) this stop was opened with."""
+        tb_or_exc = stop.tb_or_exc
         if isinstance(tb_or_exc, BaseException):  # 3.13+ post-mortem hands the exception itself
             record = (tb_or_exc.__traceback__, tb_or_exc)
         else:
             record = (tb_or_exc if isinstance(tb_or_exc, types.TracebackType) else None, None)
         self._explain_stops = [*self._explain_stops, record]
         try:
-            return super().interaction(frame, tb_or_exc, *args, **kwargs)
+            return proceed()
         finally:
             self._explain_stops = self._explain_stops[:-1]
 
@@ -51,7 +53,7 @@ class ExplainCommands:
             if exc is None and handled_tb is not None and _innermost(handled_tb).tb_frame is _innermost(tb).tb_frame:
                 exc = handled
             if exc is None:
-                exc = getattr(self, "stop_exception", None)
+                exc = self.caught_exception()
             return tb, exc
         if handled_tb is not None:
             return handled_tb, handled

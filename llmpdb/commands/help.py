@@ -18,7 +18,7 @@ import inspect
 import re
 from dataclasses import dataclass
 
-from ..config_file import config
+from ..render.config_file import config
 from ..session import SESSION
 from ._command import usage_of
 
@@ -121,7 +121,7 @@ class HelpCommands:
     def preloop(self):
         super().preloop()
         shown = SESSION.memory("help-banner", dict)
-        if shown or not config().banner or not getattr(self, "_stdin_is_terminal", lambda: False)():
+        if shown or not config().banner or not self.reads_a_terminal():
             return
         shown["said"] = True
         self.message(BANNER)

@@ -53,7 +53,7 @@ class MemCommands:
                                f"shapes EXPR lists the tensors inside one")
         local_vars = self.frame_locals()
         rows, storages, total, notes = largest_tensors(local_vars, top=args.value("--top", 10))
-        holdings = model_holdings(models_in_sight(self.stack_frames(), getattr(self, "curindex", None)))
+        holdings = model_holdings(models_in_sight(self.stack_frames(), self.current_index()))
         holdings += cache_holdings(self._mem_caches(local_vars))
         holdings += optimizer_holdings(find_optimizers(local_vars))
         report = MemoryReport(cuda_memory(), tuple(rows), tuple(holdings), storages, total, tuple(notes))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from ..debugger.muting import MUTING
+from ..breakpoints.muting import MUTING
 from ._command import CommandError, command
 
 __all__ = ["MuteCommands"]

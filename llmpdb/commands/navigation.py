@@ -133,6 +133,9 @@ class NavigationCommands:
     """Command mixin: the stack as the model sees it, module breakpoints, where a forward is defined."""
 
     # ---- helpers ------------------------------------------------------------------------------------
+    def model_roots(self) -> list:
+        return list(self._nav_roots()[0])
+
     def _nav_roots(self) -> tuple[list, str]:
         """The root models and where they came from ("set", "stack" or "locals")."""
         pairs, source = self._nav_root_pairs()

@@ -73,7 +73,7 @@ class ShapesCommands:
                   tensor's own device with one transfer per tensor; none for meta/fake tensors.
         --no-stats  no statistics even when the config file's [shapes] stats = true.
         Example: shapes outputs --stats"""
-        from ..config_file import config
+        from ..render.config_file import config
         from ..inspect.compiled import compiled_note
         from ..inspect.dims import DimNamer
         from ..inspect.safe import type_name

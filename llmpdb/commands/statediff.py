@@ -39,7 +39,7 @@ def _env_number(name: str, default: int, notes: list[str]) -> int:
     text = os.environ.get(name, "").strip()
     if not text:
         return default
-    if text.isdigit() and int(text) > 0:
+    if text.isascii() and text.isdigit() and len(text) <= 9 and int(text) > 0:
         return int(text)
     notes.append(f"{name}={text!r} is not a positive whole number; using {default}")
     return default

@@ -11,7 +11,7 @@ stop each warning about the config file (``config_file.take_warnings``) is print
 
 from __future__ import annotations
 
-from ..config_file import take_warnings
+from ..render.config_file import take_warnings
 from ..render.source import highlight_line, highlight_lines
 
 __all__ = ["ColourMixin"]

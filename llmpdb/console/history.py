@@ -44,9 +44,9 @@ def history_size() -> int:
     """Usage: ``history_size()`` -> entries kept: ``$LLMPDB_HISTORY_SIZE``, else the config file's
     ``history_size``, else 1000."""
     text = os.environ.get("LLMPDB_HISTORY_SIZE", "").strip()
-    if text.isdigit():
-        return int(text)
-    from ..config_file import config
+    if text.isascii() and text.isdigit():
+        return min(int(text), 10**6) if len(text) <= 7 else 10**6  # ASCII digits only: "²" is a digit to isdigit
+    from ..render.config_file import config
     return config().history_size
 
 

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Callable
 
 from .history import DEFAULT_HISTORY_SIZE, history_path, history_size
 from .history import open_history as _open_history
-from ..headless.tour import stream_is_terminal
+from ..headless.streams import stream_is_terminal
 
 if TYPE_CHECKING:  # the completion module loads with the first console (start-up stays light)
     from .completion import CompletionContext
@@ -221,11 +221,11 @@ class ConsoleMixin:
     """``cmdloop`` reads each line through the terminal console when this stop can use it."""
 
     def _stop_console(self) -> Console | None:
-        if not self.use_rawinput or getattr(self, "_llmpdb_depth", 0) or getattr(self, "_policy_streams", False):
+        if not self.use_rawinput or self.debug_depth() or self.policy_streams_in_use():
             return None
         if self.stdin not in (None, sys.stdin) or self.stdout not in (None, sys.stdout):
             return None
-        from ..ranks.mixin import current_rank
+        from ..identity import current_rank
 
         if current_rank() is not None:
             return None
@@ -244,8 +244,7 @@ class ConsoleMixin:
         namespace.update(self.frame_locals())
 
         def roots() -> list:
-            finder = getattr(self, "_nav_roots", None)
-            return list(finder()[0]) if finder is not None else []
+            return self.model_roots()
 
         return CompletionContext(commands=commands, namespace=namespace, roots=roots)
 

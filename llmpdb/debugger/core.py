@@ -20,21 +20,24 @@ import shutil
 import sys
 
 from ..base import BASE_NAME, BasePdb
-from ..breakpoints import FastBreakpointsMixin, SafeInterruptMixin
+from ..breakpoints.interrupt import SafeInterruptMixin
+from ..breakpoints.mixin import FastBreakpointsMixin
 from ..commands import COMMAND_MIXINS
 from ..commands._command import CommandError
 from ..console.prompt import ConsoleMixin
-from ..ranks.mixin import DistributedMixin, rank_suffix
+from ..identity import rank_suffix
+from ..ranks.mixin import DistributedMixin
 from ..headless.tour import HeadlessMixin
 from ..headless.policy import HeadlessPolicyMixin
 from ..inspect.frames import pin_locals, unpin_locals
 from ..console.colouring import ColourMixin
-from ..config_file import config, style_for
+from ..render.config_file import config, style_for
 from ..render.style import Style
 from .recursive import RecursiveDebugMixin
 from .restart import RestartMixin
 from ..session import SESSION, stop_notes
 from .thread_gate import ThreadGateMixin
+from .pipeline import StopPipeline
 from .stepping import SteppingMixin
 
 __all__ = ["Pdb"]
@@ -70,6 +73,32 @@ class _LlmpdbCore:
         pass
 
     # ---- context offered to commands --------------------------------------------------------------
+    # What a command or another family may ask the debugger, by name. The core answers for a plain debugger;
+    # the family that knows better overrides (named beside each): no mixin reads another's private state.
+    def nobody_can_answer(self) -> bool:
+        """True when a question asked now would get no typed answer (headless/policy.py: the log policy)."""
+        return False
+
+    def reads_a_terminal(self) -> bool:
+        """True when this stop reads its commands from a terminal (headless/tour.py)."""
+        return False
+
+    def policy_streams_in_use(self) -> bool:
+        """True when this stop's streams are the headless policy's: a client or the log (headless/policy.py)."""
+        return False
+
+    def debug_depth(self) -> int:
+        """How many `debug CODE` levels deep this debugger is; 0 for the program's (debugger/recursive.py)."""
+        return 0
+
+    def model_roots(self) -> list:
+        """The root models names are given from (commands/navigation.py: `root-model`, the stack, the frame)."""
+        return []
+
+    def caught_exception(self):
+        """The exception this stop was made for by `catch`, else None (commands/catch.py)."""
+        return None
+
     def current_frame(self):
         return getattr(self, "curframe", None)
 
@@ -230,9 +259,10 @@ class _LlmpdbCore:
         eval("None")
         return super().postcmd(stop, line)
 
-    def interaction(self, *args, **kwargs):
+    def stop_state(self, stop, proceed):
+        """Stop stage ``stop state``: after the stop, forget its notes, the first-line flag, pinned locals."""
         try:
-            return super().interaction(*args, **kwargs)
+            return proceed()
         finally:
             self._noted_stop = None
             self.initial_stop = False
@@ -259,7 +289,7 @@ def _build_class() -> type:
               else (FastBreakpointsMixin,))
     bases = (DistributedMixin, *COMMAND_MIXINS, *engine, SteppingMixin, RecursiveDebugMixin, RestartMixin,
              ThreadGateMixin, HeadlessPolicyMixin, HeadlessMixin, ConsoleMixin, ColourMixin, _LlmpdbCore,
-             BasePdb)
+             StopPipeline, BasePdb)
     return type("Pdb", bases, {"__module__": __name__, "__qualname__": "LlmpdbPdb",
                                "__doc__": f"llmpdb debugger on the {BASE_NAME} base."})
 

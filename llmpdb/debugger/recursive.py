@@ -24,6 +24,9 @@ class RecursiveDebugMixin:
 
     _llmpdb_depth = 0
 
+    def debug_depth(self) -> int:
+        return self._llmpdb_depth
+
     @property
     def prompt(self) -> str:
         text = super().prompt.strip()

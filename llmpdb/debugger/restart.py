@@ -19,7 +19,7 @@ import sys
 import threading
 
 from ..base import stdlib_pdb
-from ..ranks.mixin import world_size
+from ..identity import world_size
 
 __all__ = ["RestartMixin", "RESTART"]
 

@@ -21,77 +21,17 @@ shows every frame again.
 
 from __future__ import annotations
 
-import bdb
 import os
-import types
 
 from ..commands._command import CommandError, command
 from ..commands.navigation import user_root
+from ..inspect.debugger_frames import is_debugger_frame, program_traceback, visible_stack
 from ..inspect.frame_kinds import is_module_forward, step_plumbing
 from ..inspect.modules import frame_stack, module_frames
 
 __all__ = ["SteppingMixin", "is_debugger_frame", "program_traceback", "visible_stack", "STEP_SKIP", "STEP_ALL", "STEP_FORWARD"]
 
 STEP_SKIP, STEP_ALL, STEP_FORWARD = "skip", "all", "forward"
-
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-_BDB_FILE = bdb.__file__
-_RUN_NAMES = frozenset({"run", "runeval", "runctx", "runcall"})
-_STDLIB_DIR = os.path.dirname(os.path.abspath(bdb.__file__))
-_DEBUGGER_FILES = frozenset(os.path.join(_STDLIB_DIR, name) for name in ("bdb.py", "pdb.py", "cmd.py"))
-_VERDICTS: dict[str, bool] = {}  # file name -> a debugger file (llmpdb, bdb, pdb, pdb++)
-
-
-def _debugger_file(filename: str) -> bool:
-    verdict = _VERDICTS.get(filename)
-    if verdict is None:
-        base = os.path.basename(filename)
-        verdict = (filename.startswith(_PACKAGE_DIR) or filename in _DEBUGGER_FILES
-                   or base == "pdbpp.py" or f"{os.sep}_pdbpp_path_hack{os.sep}" in filename)
-        _VERDICTS[filename] = verdict
-    return verdict
-
-
-def is_debugger_frame(frame) -> bool:
-    """Usage: ``is_debugger_frame(frame)``; llmpdb's, bdb's, pdb's frames and the string bdb runs."""
-    filename = frame.f_code.co_filename
-    if filename == "<string>":
-        caller = frame.f_back
-        return caller is not None and caller.f_code.co_filename == _BDB_FILE
-    return _debugger_file(filename)
-
-
-def program_traceback(tb):
-    """Usage: ``traceback.print_exception(type(e), e, program_traceback(e.__traceback__))``; the traceback
-    without llmpdb's, bdb's and pdb's entries (the launcher a user never wrote); its last entry always stays."""
-    entries = []
-    while tb is not None:
-        entries.append(tb)
-        tb = tb.tb_next
-    kept = [t for t in entries[:-1] if not is_debugger_frame(t.tb_frame)] + entries[-1:]
-    chain = None
-    for entry in reversed(kept):
-        chain = types.TracebackType(chain, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
-    return chain
-
-
-def _llmpdb_frame(frame) -> bool:
-    return frame.f_code.co_filename.startswith(_PACKAGE_DIR)
-
-
-def visible_stack(stack: list, index: int) -> tuple[list, int]:
-    """Usage: ``stack, index = visible_stack(stack, index)``; drop llmpdb's frames and what is above bdb's
-    ``run`` (the launcher). The frame at ``index`` always stays."""
-    if not stack:
-        return stack, index
-    start = 0
-    for i, (frame, _) in enumerate(stack[: index + 1]):
-        code = frame.f_code
-        if code.co_name in _RUN_NAMES and code.co_filename == _BDB_FILE:
-            start = i
-    kept = [i for i in range(start, len(stack)) if i == index or not _llmpdb_frame(stack[i][0])]
-    return [stack[i] for i in kept], kept.index(index) if index in kept else len(kept) - 1
-
 
 def _forward_label(frame) -> str:
     """``model.layers.0.self_attn (LlamaAttention)``, or the class alone when the frame runs the root."""
@@ -130,7 +70,7 @@ class SteppingMixin:
 
     def _typed_code(self, frame) -> bool:
         """The string a recursive debugger runs is the code typed after ``debug``, not a launcher."""
-        return getattr(self, "_llmpdb_depth", 0) > 0 and frame.f_code.co_filename == "<string>"
+        return self.debug_depth() > 0 and frame.f_code.co_filename == "<string>"
 
     def user_call(self, frame, argument_list):
         if (self._llmpdb_step_mode == STEP_FORWARD and not getattr(self, "_wait_for_mainpyfile", False)
@@ -140,10 +80,11 @@ class SteppingMixin:
             return None
         return super().user_call(frame, argument_list)
 
-    def interaction(self, *args, **kwargs):
-        self._llmpdb_step_mode = self._default_step_mode()  # a step request lasts until the next stop
+    def stop_step_request(self, stop, proceed):
+        """Stop stage ``step request``: a step request (``s``, ``step-all``, ``sf``) lasts until the next stop."""
+        self._llmpdb_step_mode = self._default_step_mode()
         self._llmpdb_sf_running = ()
-        return super().interaction(*args, **kwargs)
+        return proceed()
 
     # ---- the stack ---------------------------------------------------------------------------------------
     def get_stack(self, f, t):

@@ -3,7 +3,7 @@
 Usage::
 
     STOP_GATE.reserve(announce)     # set_trace: this thread's next stop is the next one shown
-    class Pdb(ThreadGateMixin, ...): ...   # interaction() waits for its turn, gives it back at the end
+    class Pdb(ThreadGateMixin, ...): ...   # a stop waits for its turn, gives it back at the end
 
 The process has one debugger (``hooks.get_debugger``), and pdb keeps the stop's state (``curframe``,
 ``stack``, ``stopframe``) on it: two threads stopping at once overwrite each other's state (the second
@@ -100,13 +100,14 @@ class ThreadGateMixin:
     def announce_wait(self, waiting: str, stopped: str) -> None:
         self.message(f"llmpdb: thread {waiting!r} waits: thread {stopped!r} is stopped")
 
-    def interaction(self, *args, **kwargs):
+    def stop_thread_gate(self, stop, proceed):
+        """Stop stage ``thread gate``: wait for this thread's turn; give the gate back after the stop."""
         wait = STOP_GATE.enter(self.announce_wait)
         try:
             if wait is not None:
                 me = threading.current_thread().name
                 self.message(f"llmpdb: thread {me!r} stops (waited {wait.seconds:.1f} s)" if wait.announced
                              else f"llmpdb: thread {me!r} waited while thread {wait.other!r} was stopped")
-            return super().interaction(*args, **kwargs)
+            return proceed()
         finally:
             STOP_GATE.leave()

@@ -18,10 +18,11 @@ dtypes, overlaps) before reading any data, and never executes code.
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import struct
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..inspect.checkpoint_guard import (MAX_HEADER, ST_DTYPES, CheckpointError, load_json, open_regular,
@@ -108,16 +109,24 @@ def write_safetensors(path: str, tensors: Sequence[tuple[str, Any]], metadata: d
     return 8 + len(raw) + offset
 
 
-def read_safetensors(path: str) -> tuple[dict[str, Any], dict[str, str]]:
+def read_safetensors(path: str, *, mapped: bool = False, approve: Callable[[int, os.stat_result], None] | None = None
+                     ) -> tuple[dict[str, Any], dict[str, str]]:
     """Usage: ``tensors, metadata = read_safetensors(p)``; CPU tensors in file order; ``CheckpointError``
-    (one line) for a FIFO, a truncated file, a bad header or data that does not fit."""
+    (one line) for a FIFO, a truncated file, a bad header or data that does not fit.
+
+    ``mapped=True`` maps the file (copy-on-write: a tensor changed at the prompt never changes the file)
+    instead of reading it: a tensor's pages are read from disk when used, so opening costs no memory. Only
+    for a process that owns the file's fate (``python -m llmpdb open``): a mapped file cut short by another
+    process kills the reader (SIGBUS), so a live job reads copies. ``approve(total_bytes, stat)`` runs after
+    the header is checked and before any data is touched; it raises ``CheckpointError`` to refuse."""
     import torch
 
     name = os.path.basename(path) or path
     out: dict[str, Any] = {}
     try:
         with open_regular(path, name) as fh:
-            size = os.fstat(fh.fileno()).st_size
+            st = os.fstat(fh.fileno())
+            size = st.st_size
             head = fh.read(8)
             if len(head) < 8:
                 raise CheckpointError(f"{name}: truncated safetensors file ({size} bytes; it must start with an "
@@ -127,24 +136,43 @@ def read_safetensors(path: str) -> tuple[dict[str, Any], dict[str, str]]:
                 raise CheckpointError(f"{name}: header length {length} bytes does not fit the file ({size} bytes): "
                                       "truncated or not a safetensors file")
             raw = fh.read(length)
+            if len(raw) != length:
+                raise CheckpointError(f"{name}: the file ends inside its header")
             data_size = size - 8 - length
-            found, metadata = parse_safetensors_header(raw, data_size, name)
-            entries = load_json(raw, name, "safetensors header")
+            found, spans, metadata = _header(raw, data_size, name)
+            if approve is not None:
+                approve(sum(end - begin for begin, end in spans.values()), st)
+            view = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY) if mapped and data_size else None
             for key, (dtype, shape) in found.items():
-                begin, end = (int(v) for v in entries[key]["data_offsets"])
+                begin, end = spans[key]
+                torch_dtype = getattr(torch, dtype)
+                if end == begin:
+                    out[key] = torch.empty(shape, dtype=torch_dtype)
+                    continue
+                if view is not None:
+                    numel = (end - begin) // torch.empty((), dtype=torch_dtype).element_size()
+                    out[key] = torch.frombuffer(view, dtype=torch_dtype, count=numel,
+                                                offset=8 + length + begin).reshape(shape)
+                    continue
                 fh.seek(8 + length + begin)
                 buf = bytearray(fh.read(end - begin))
                 if len(buf) != end - begin:
                     raise CheckpointError(f"{name}: {key!r}: the file ends inside its data")
-                torch_dtype = getattr(torch, dtype)
-                if not buf:
-                    out[key] = torch.empty(shape, dtype=torch_dtype)
-                else:
-                    out[key] = torch.frombuffer(buf, dtype=torch.uint8).view(torch_dtype).reshape(shape)
+                out[key] = torch.frombuffer(buf, dtype=torch.uint8).view(torch_dtype).reshape(shape)
     except OSError as exc:
         raise CheckpointError(f"{name}: cannot read: {exc.strerror or exc}") from None
-    except (RuntimeError, AttributeError) as exc:  # a dtype this torch lacks, a shape that does not fit
-        raise CheckpointError(f"{name}: cannot rebuild a tensor: {exc}") from None
+    except (RuntimeError, AttributeError, ValueError, TypeError) as exc:  # a dtype this torch lacks, a shape
+        if isinstance(exc, CheckpointError):
+            raise
+        raise CheckpointError(f"{name}: cannot rebuild a tensor: {str(exc)[:120]}") from None
     if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
         raise CheckpointError(f"{name}: __metadata__ must map strings to strings")
     return out, metadata
+
+
+def _header(raw: bytes, data_size: int, name: str):
+    """The checked header: ``{key: (dtype, shape)}``, ``{key: (begin, end)}``, ``__metadata__``."""
+    found, metadata = parse_safetensors_header(raw, data_size, name)
+    entries = load_json(raw, name, "safetensors header")
+    spans = {key: (int(entries[key]["data_offsets"][0]), int(entries[key]["data_offsets"][1])) for key in found}
+    return found, spans, metadata

@@ -14,6 +14,13 @@ header and table); then ``shapes`` of each of those frames (the plumbing ``stack
 ``--all`` is only counted). llmpdb's, bdb's and pdb's own frames are left out, as at the prompt. No tensor
 data is read: shapes, dtypes and devices only. A section that fails says why and the others are still
 written.
+
+Bounded whatever the exception (``llmpdb.headless.exception_text``): a chain keeps its 5 oldest and 20
+newest exceptions, a traceback its first 20 and last 80 frames, a message its first 3000 and last 1000
+characters (each cut says how much it left out); stack-model shows the innermost ``STACK_FRAMES`` frames,
+shapes at most ``SHAPES_FRAMES`` frames in all, and the whole report is at most ``MAX_REPORT_CHARS``. The
+exception's ``__traceback__``/``__cause__``/``__context__`` are read as the interpreter stores them (a
+class's properties of those names never run); a ``__str__`` that raises gives ``<exception str() failed>``.
 """
 
 from __future__ import annotations
@@ -21,20 +28,23 @@ from __future__ import annotations
 import os
 import sys
 import time
-import traceback
 
 from ..commands.navigation import render_stack_model, user_root
 from ..commands.shapes import render_frame_shapes
-from ..ranks.mixin import current_rank, world_size
+from ..identity import current_rank, world_size
 from ..inspect.frames import frame_locals
 from ..inspect.modules import model_stack
 from ..files.private_file import PrivateFileError, write_private_file
 from ..render.style import Style
-from ..debugger.stepping import program_traceback
+from .exception_text import cut_text, exception_chain, frames_of, one_line, traceback_text
 
-__all__ = ["crash_report", "save_crash_report", "report_destination", "exception_chain", "REPORT_WIDTH"]
+__all__ = ["crash_report", "save_crash_report", "report_destination", "exception_chain", "REPORT_WIDTH",
+           "STACK_FRAMES", "SHAPES_FRAMES", "MAX_REPORT_CHARS"]
 
 REPORT_WIDTH = 100
+STACK_FRAMES = 100  # frames of one traceback in stack-model (the innermost ones)
+SHAPES_FRAMES = 60  # frames whose shapes the whole report shows
+MAX_REPORT_CHARS = 4_000_000  # a longer report keeps its head and tail
 _STYLE = Style(False)
 
 
@@ -45,28 +55,14 @@ def report_destination(option: str | None) -> str:
                                                                        f"llmpdb-crash-{os.getpid()}.txt")
 
 
-def exception_chain(exc: BaseException) -> list[BaseException]:
-    """Usage: ``exception_chain(exc)``; the causes and contexts first, ``exc`` last (traceback's order)."""
-    chain, seen = [], set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        chain.append(exc)
-        exc = exc.__cause__ if exc.__cause__ is not None else (
-            None if exc.__suppress_context__ else exc.__context__)
-    return chain[::-1]
+def _stack(exc: BaseException) -> tuple[list[tuple[object, int]], int]:
+    """The innermost ``STACK_FRAMES`` (frame, line) pairs of ``exc``'s traceback, and how many were left out."""
+    stack = frames_of(exc)
+    return stack[-STACK_FRAMES:], max(0, len(stack) - STACK_FRAMES)
 
 
-def _stack(exc: BaseException) -> list[tuple[object, int]]:
-    tb, stack = program_traceback(exc.__traceback__), []
-    while tb is not None:
-        stack.append((tb.tb_frame, tb.tb_lineno))
-        tb = tb.tb_next
-    return stack
-
-
-def _one_line(exc: BaseException) -> str:
-    text = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()
-    return text[-1] if text else type(exc).__name__
+def _links(chain: list) -> list[BaseException]:
+    return [item for item in chain if not isinstance(item, int)]
 
 
 def _frame_label(entry) -> str:
@@ -83,7 +79,7 @@ def _section(title: str | None, build) -> str:
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # a debugger is a guest: one section lost, the report still written
-        body = f"(this section could not be made: {type(exc).__name__}: {exc})"
+        body = f"(this section could not be made: {one_line(exc)})"
     return f"== {title} ==\n{body.rstrip()}\n" if title else body.rstrip() + "\n"
 
 
@@ -94,37 +90,41 @@ def _version(name: str) -> str | None:
 
 
 def _header(chain: list[BaseException], argv: list[str]) -> str:
-    from .. import __version__
+    from ..version import __version__
     from ..base import BASE_NAME
 
     rank, size = current_rank(), world_size()
     versions = [f"Python {sys.version.split()[0]}", _version("torch") or "torch not imported",
                 _version("transformers"), f"llmpdb {__version__} on {BASE_NAME}"]
     lines = [f"time:     {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}",
-             f"program:  {' '.join(argv)} (cwd {os.getcwd()})",
+             f"program:  {cut_text(' '.join(argv), 2000, 500)} (cwd {os.getcwd()})",
              f"pid:      {os.getpid()}",
              f"rank:     {rank} of {size if size is not None else '?'}" if rank is not None
              else "rank:     none (not a distributed job)",
              "versions: " + ", ".join(v for v in versions if v)]
     for number, exc in enumerate(reversed(chain)):
-        stack = _stack(exc)
+        if isinstance(exc, int):
+            lines.append(f"  ({exc:,} more chained exceptions left out)")
+            continue
+        stack, _ = _stack(exc)
         where = "?"
         if stack:
             entries = model_stack(stack, user_root())
             where = _frame_label(entries[-1]).split("] ", 1)[1]
         label = "location:" if number == 0 else "  from:  "
         lines.append(f"{label} {where}")
-        lines.append(f"          {_one_line(exc)}")
+        lines.append(f"          {one_line(exc)}")
     return "\n".join(lines) + "\n"
 
 
-def _traceback_text(exc: BaseException) -> str:
-    return "".join(traceback.format_exception(type(exc), exc, program_traceback(exc.__traceback__)))
+def _stack_model_text(stack, left_out: int) -> str:
+    table = render_stack_model(stack, len(stack) - 1, width=REPORT_WIDTH, style=_STYLE)
+    return f"({left_out:,} outer frames left out)\n{table}" if left_out else table
 
 
-def _frames_text(stack, shown: set[int]) -> str:
+def _frames_text(stack, shown: set[int], budget: list[int]) -> str:
     entries = model_stack(stack, user_root())
-    parts, hidden = [], []
+    parts, hidden, over = [], [], 0
     for entry, (frame, _) in zip(entries, stack):
         if entry.hidden and entry is not entries[-1]:
             hidden.append(entry.func)
@@ -133,34 +133,41 @@ def _frames_text(stack, shown: set[int]) -> str:
         if id(frame) in shown:
             parts.append(f"-- {label}: shown above")
             continue
+        if budget[0] <= 0:
+            over += 1
+            continue
+        budget[0] -= 1
         shown.add(id(frame))
         table = render_frame_shapes(frame_locals(frame), frame, width=REPORT_WIDTH, style=_STYLE)
         parts.append(f"-- {label}\n{table.rstrip()}")
     if hidden:
         names = ", ".join(dict.fromkeys(hidden))
         parts.append(f"({len(hidden)} plumbing frames not shown: {names})")
+    if over:
+        parts.append(f"({over:,} frames not shown: the report shows the shapes of {SHAPES_FRAMES} frames)")
     return "\n".join(parts)
 
 
 def crash_report(exc: BaseException, argv: list[str] | None = None) -> str:
-    """Usage: ``crash_report(exc)``; the whole report as text (``argv`` defaults to ``sys.argv``)."""
+    """Usage: ``crash_report(exc)``; the whole report as text (``argv`` defaults to ``sys.argv``), at most
+    ``MAX_REPORT_CHARS`` long."""
     chain = exception_chain(exc)
     argv = list(sys.argv if argv is None else argv)
     sections = ["llmpdb crash report\n" + _section(None, lambda: _header(chain, argv)),
-                _section("traceback", lambda: _traceback_text(exc))]
-    for item in chain:
-        stack = _stack(item)
+                _section("traceback", lambda: traceback_text(exc))]
+    for item in _links(chain):
+        stack, left_out = _stack(item)
         if stack:
-            sections.append(_section(f"stack-model: {_one_line(item)}",
-                                     lambda stack=stack: render_stack_model(stack, len(stack) - 1,
-                                                                            width=REPORT_WIDTH, style=_STYLE)))
+            sections.append(_section(f"stack-model: {one_line(item)}",
+                                     lambda stack=stack, left_out=left_out: _stack_model_text(stack, left_out)))
     shown: set[int] = set()
-    for item in chain:
-        stack = _stack(item)
+    budget = [SHAPES_FRAMES]
+    for item in _links(chain):
+        stack, _ = _stack(item)
         if stack:
-            sections.append(_section(f"shapes: the frames of {_one_line(item)}",
-                                     lambda stack=stack: _frames_text(stack, shown)))
-    return "\n".join(sections)
+            sections.append(_section(f"shapes: the frames of {one_line(item)}",
+                                     lambda stack=stack: _frames_text(stack, shown, budget)))
+    return cut_text("\n".join(sections), MAX_REPORT_CHARS // 2, MAX_REPORT_CHARS // 2 - 100)
 
 
 def save_crash_report(exc: BaseException, path: str) -> tuple[bool, str]:
@@ -170,4 +177,6 @@ def save_crash_report(exc: BaseException, path: str) -> tuple[bool, str]:
         written = write_private_file(path, crash_report(exc))
     except PrivateFileError as exc_:
         return False, f"llmpdb: no crash report: {exc_}"
+    except Exception as exc_:  # noqa: BLE001 - a bug of llmpdb's never hides the program's own traceback
+        return False, f"llmpdb: no crash report: {type(exc_).__name__} while writing it"
     return True, f"llmpdb: crash report written to {written}"

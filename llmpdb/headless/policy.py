@@ -11,7 +11,7 @@ meaning (it continues) unless ``--listen`` was given.
 
 - ``attach`` (the default, except under ``CI`` or with ``LLMPDB_TOUR`` set): open this process's listener
   (``llmpdb.remote.listener``), log one line with the command to connect, wait ``LLMPDB_ATTACH_TIMEOUT`` seconds
-  (default 120) for a client, then log that it gave up and continue. After one give-up, later stops take
+  (default 120, at most a week) for a client, then log that it gave up and continue. After one give-up, later stops take
   a client that is already waiting but do not wait again, so a forgotten breakpoint costs one timeout.
   A client stays attached across ``c`` until the next stop; Ctrl-D in the client detaches (the program
   continues); a lost connection waits ``LLMPDB_ATTACH_TIMEOUT`` for a re-attach, then continues.
@@ -39,23 +39,26 @@ import signal
 import stat
 import sys
 import time
+import types
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from ..ranks.mixin import current_rank, share_if_discarded
+from ..identity import current_rank
 from ..remote.cleanup import signals_remove_files
+from ..session import SESSION
 from .stop_signal import install_attach_signal
-from .tour import stream_is_terminal
+from .streams import stream_is_terminal
 
 if TYPE_CHECKING:  # annotations only: sockets are imported when a listener is opened
     from ..remote.listener import Listener
     from ..remote.seat import Seat
 
 __all__ = ["HeadlessPolicyMixin", "POLICIES", "DEFAULT_ATTACH_TIMEOUT", "LOG_FIRST", "LOG_EVERY",
-           "input_is_absent", "chosen_policy", "install_attach_signal", "client_attached"]
+           "input_is_absent", "chosen_policy", "MAX_ATTACH_TIMEOUT", "install_attach_signal", "client_attached"]
 
 POLICIES = ("attach", "log", "skip")
 DEFAULT_ATTACH_TIMEOUT = 120.0
+MAX_ATTACH_TIMEOUT = 7 * 24 * 3600.0  # select() refuses far larger timeouts (OverflowError)
 LOG_FIRST = 10
 LOG_EVERY = 1000
 
@@ -67,7 +70,7 @@ def _log(line: str) -> None:
         stream.flush()
     except (OSError, ValueError, AttributeError):
         pass
-    share_if_discarded(line)  # under torchrun's --local-ranks-filter, a visible rank prints it
+    SESSION.relay_line(line)  # under torchrun's --local-ranks-filter, a visible rank prints it
 
 
 def input_is_absent(stream) -> bool:
@@ -102,15 +105,21 @@ def chosen_policy() -> str:
 
 
 def _attach_timeout() -> float:
+    """``LLMPDB_ATTACH_TIMEOUT`` seconds: the default for what is not a number >= 0 (nan, -1, abc), at most
+    ``MAX_ATTACH_TIMEOUT`` (inf, 1e12: capped), with one line each."""
     text = os.environ.get("LLMPDB_ATTACH_TIMEOUT", "").strip()
     try:
         value = float(text) if text else DEFAULT_ATTACH_TIMEOUT
-    except ValueError:
+    except (ValueError, OverflowError):
         value = -1.0
     if not value >= 0:
-        _STATE.note_once(f"llmpdb: LLMPDB_ATTACH_TIMEOUT={text!r} is not a number of seconds; "
+        _STATE.note_once(f"llmpdb: LLMPDB_ATTACH_TIMEOUT={text[:40]!r} is not a number of seconds; "
                          f"using {DEFAULT_ATTACH_TIMEOUT:g}")
         return DEFAULT_ATTACH_TIMEOUT
+    if value > MAX_ATTACH_TIMEOUT:
+        _STATE.note_once(f"llmpdb: LLMPDB_ATTACH_TIMEOUT={text[:40]!r} is over a week; "
+                         f"waiting {MAX_ATTACH_TIMEOUT:g} s")
+        return MAX_ATTACH_TIMEOUT
     return value
 
 
@@ -139,12 +148,14 @@ class _State:
         if self.pid != os.getpid():  # a forked child (a data-loader worker) gets its own listener
             self.__init__()
         if self.listener is None and self.failed is None:
-            listener = Listener.from_spec(os.environ.get("LLMPDB_LISTEN", ""), log=_log)
-            try:
+            listener = None
+            try:  # a bad LLMPDB_LISTEN is one line at the stop, which goes on
+                listener = Listener.from_spec(os.environ.get("LLMPDB_LISTEN", ""), log=_log)
                 listener.open()
             except (RemoteError, OSError) as exc:
                 self.failed = f"llmpdb: cannot listen: {exc}; stops continue without waiting"
-                listener.close()
+                if listener is not None:
+                    listener.close()
                 return None
             self.listener, self.seat = listener, Seat(listener)
             remove_at_end(listener, self.close, self.seat)  # atexit, a forked child's exit, SIGTERM/SIGHUP
@@ -238,6 +249,12 @@ class HeadlessPolicyMixin:
     listen_from_start = False  # python -m llmpdb --listen: every stop goes to the listener
     _llmpdb_seat: Seat | None = None
     _policy_streams = False  # this stop's streams are the policy's (a client, the log): leave them be
+
+    def nobody_can_answer(self) -> bool:
+        return self._policy_streams and self._llmpdb_seat is None  # the log policy reads an empty input
+
+    def policy_streams_in_use(self) -> bool:
+        return self._policy_streams
     _log_stop = False  # this stop is a logged one of the log policy (its tour may add `snapshot`)
 
     def _tour_commands(self) -> list[str]:
@@ -267,7 +284,7 @@ class HeadlessPolicyMixin:
         if self.listen_from_start:
             return "attach"
         stream = self._input_stream()
-        if getattr(self, "initial_stop", False):  # python -m llmpdb's first line: it continues at end of input
+        if self.initial_stop:  # python -m llmpdb's first line: it continues at end of input
             return "continue" if self._stdin_stays_silent(stream) else None
         if stream_is_terminal(stream):
             return None
@@ -280,33 +297,34 @@ class HeadlessPolicyMixin:
         return None
 
     def _stdin_stays_silent(self, stream) -> bool:
-        """An open pipe nobody writes to (``ssh`` without ``-t``): ``headless.silent_stdin``."""
-        if stream is not sys.stdin or stream_is_terminal(stream) or input_is_absent(stream):
-            return False
-        from .silent_stdin import stdin_stays_silent
+        from .silent_stdin import stdin_stays_silent  # an open pipe nobody writes to (ssh without -t)
 
-        return stdin_stays_silent(stream, _attach_timeout(), _log)
+        return stream is sys.stdin and stdin_stays_silent(stream, _attach_timeout(), _log)
 
-    def interaction(self, *args, **kwargs):
+    def stop_headless_policy(self, stop, proceed):
+        """Stop stage ``headless policy``: with no terminal to read, attach a client, log a tour, or skip."""
         policy = self._headless_policy()
         if policy is None:
-            return super().interaction(*args, **kwargs)
-        frame = args[0] if args else kwargs.get("frame")
-        tb = args[1] if len(args) > 1 else None
+            return proceed()
+        frame, tb = stop.frame, stop.tb_or_exc
         if frame is None and tb is not None:
-            tb = getattr(tb, "__traceback__", tb)
+            if not isinstance(tb, types.TracebackType):  # an exception (3.13's pdb): its own field, no property
+                from .exception_text import exception_field
+
+                tb = exception_field(tb, "__traceback__")
             while tb is not None and tb.tb_next is not None:
                 tb = tb.tb_next
             frame = tb.tb_frame if tb is not None else None
-        return getattr(self, "_headless_" + policy)(frame, args, kwargs)
+        run = {"skip": self._headless_skip, "log": self._headless_log, "attach": self._headless_attach,
+               "continue": self._headless_continue}[policy]
+        return run(frame, proceed)
 
     # ---- skip and log ---------------------------------------------------------------------------------
-    def _headless_continue(self, frame, args, kwargs):
-        """The first stop of ``python -m llmpdb`` with a silent stdin: it continues, as at end of input."""
+    def _headless_continue(self, frame, proceed):  # python -m llmpdb's first line, stdin silent: as at its end
         self.initial_stop = False
         self.set_continue()
 
-    def _headless_skip(self, frame, args, kwargs):
+    def _headless_skip(self, frame, proceed):
         logged, note = _STATE.count(_site(frame))
         if note:
             _log(note)
@@ -314,7 +332,7 @@ class HeadlessPolicyMixin:
             _log(stop_line("skip", frame) + ": continuing")
         self.set_continue()
 
-    def _headless_log(self, frame, args, kwargs):
+    def _headless_log(self, frame, proceed):
         logged, note = _STATE.count(_site(frame))
         if not logged:
             if note:
@@ -332,7 +350,7 @@ class HeadlessPolicyMixin:
             if note:
                 self.message(note)
             self.message(stop_line("log", frame))
-            return super().interaction(*args, **kwargs)
+            return proceed()
         finally:
             self.stdin, self.stdout, self.use_rawinput = saved
             self._policy_streams = self._log_stop = False
@@ -353,11 +371,11 @@ class HeadlessPolicyMixin:
             return None
 
     # ---- attach ---------------------------------------------------------------------------------------
-    def _headless_attach(self, frame, args, kwargs):
+    def _headless_attach(self, frame, proceed):
         listener = _STATE.listener_or_none()
         if listener is None:
             _STATE.note_once(_STATE.failed)
-            return self._headless_skip(frame, args, kwargs)
+            return self._headless_skip(frame, proceed)
         seat = _STATE.seat
         seat.stop_watching()
         if not seat.still_there():
@@ -379,14 +397,14 @@ class HeadlessPolicyMixin:
                 return None
             seat.take(conn)
             _log(f"llmpdb: {conn.who} attached")
-        return self._attached_interaction(seat, frame, args, kwargs)
+        return self._attached_interaction(seat, frame, proceed)
 
-    def _attached_interaction(self, seat: Seat, frame, args, kwargs):
+    def _attached_interaction(self, seat: Seat, frame, proceed):
         self.fit_streams()  # the process's streams, to come back to after the client's
         saved = self.stdin, self.stdout, self.use_rawinput, self._color, self._width
         self._seat_in(seat, frame)
         try:
-            return super().interaction(*args, **kwargs)
+            return proceed()
         finally:
             self._llmpdb_seat, self._policy_streams = None, False
             self.stdin, self.stdout, self.use_rawinput, self._color, self._width = saved

@@ -10,8 +10,8 @@ An open pipe that nobody writes to (``ssh host 'python job.py'`` without ``-t``,
 such a stdin waits at most ``timeout`` seconds (the attach timeout) for something to read (a line, or the
 end of the input); when nothing comes it says so in one line and every later stop checks without waiting.
 Once the descriptor has had something to read, it is read as before, at every stop: a pipe that delivers
-commands (``printf 'p x\\nc\\n' | python -m llmpdb job.py``) works exactly as without this check. A stream
-without a descriptor (a test's, a client's) or one ``select`` cannot watch is read as before.
+commands (``printf 'p x\\nc\\n' | python -m llmpdb job.py``) works exactly as without this check. A terminal,
+a stream without a descriptor (a test's, a client's) or one ``select`` cannot watch is read as before.
 """
 
 from __future__ import annotations
@@ -47,6 +47,8 @@ def stdin_stays_silent(stream, timeout: float, log: Callable[[str], None]) -> bo
     if _STATE["spoke"]:
         return False
     try:
+        if stream.isatty():
+            return False
         fd = stream.fileno()
         if _readable(fd, 0.0):
             _STATE["spoke"] = True

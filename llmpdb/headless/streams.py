@@ -117,6 +117,14 @@ def stop_streams(stdin, stdout, stderr) -> StopStreams:
                        "llmpdb: " + "; ".join(missing) if missing else None)
 
 
+def stream_is_terminal(stream) -> bool:
+    """Usage: ``stream_is_terminal(sys.stdin)``; False for None, a closed stream or anything but a tty."""
+    try:
+        return bool(stream is not None and stream.isatty())
+    except (ValueError, OSError, AttributeError):
+        return False
+
+
 class DroppingOutput:
     """Usage: ``debugger.stdout = DroppingOutput(stream)``; writes that fail are dropped (see above)."""
 

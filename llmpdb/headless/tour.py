@@ -19,19 +19,11 @@ import contextlib
 import os
 import sys
 
-from .streams import NULL_OUTPUT, DroppingOutput, stop_streams, writable
+from .streams import NULL_OUTPUT, DroppingOutput, stop_streams, stream_is_terminal, writable
 
-__all__ = ["HeadlessMixin", "DEFAULT_TOUR", "stream_is_terminal"]
+__all__ = ["HeadlessMixin", "DEFAULT_TOUR"]
 
 DEFAULT_TOUR = "shapes"
-
-
-def stream_is_terminal(stream) -> bool:
-    """Usage: ``stream_is_terminal(sys.stdin)``; False for None, a closed stream or anything but a tty."""
-    try:
-        return bool(stream is not None and stream.isatty())
-    except (ValueError, OSError, AttributeError):
-        return False
 
 
 class HeadlessMixin:
@@ -70,9 +62,10 @@ class HeadlessMixin:
             self._streams_note_said = True
             self.message(streams.note)
 
-    def interaction(self, *args, **kwargs):
+    def stop_fit_streams(self, stop, proceed):
+        """Stop stage ``streams``: point the debugger at the standard streams that still work."""
         self.fit_streams()
-        return super().interaction(*args, **kwargs)
+        return proceed()
 
     def _custom_completer(self):
         """pdb++ sets up line editing at each stop (pyrepl reads fd 0); without ``input()`` there is none."""
@@ -80,7 +73,7 @@ class HeadlessMixin:
             return contextlib.nullcontext()
         return super()._custom_completer()
 
-    def _stdin_is_terminal(self) -> bool:
+    def reads_a_terminal(self) -> bool:
         return stream_is_terminal(self.stdin if self.stdin is not None else sys.stdin)
 
     def _tour_commands(self) -> list[str]:
@@ -93,7 +86,7 @@ class HeadlessMixin:
         """EOF
         End of input. On a terminal (Ctrl-D) it quits like pdb. Without a terminal (a batch job, a pipe
         that ran out) it runs the tour (LLMPDB_TOUR, default "shapes") and continues the program."""
-        if self._stdin_is_terminal():
+        if self.reads_a_terminal():
             return super().do_EOF(arg)
         self.message("")
         if not self.initial_stop:

@@ -160,19 +160,46 @@ class SavedNode:
         return f"<saved {', '.join(names + [repr(k) for k in self.items]) or 'nothing'}>"
 
 
-def nest_paths(flat: Mapping[str, Any]) -> dict[str, Any]:
+MAX_PATH_PARTS = 64  # model.layers.0.self_attn.q_proj.weight has 6; a path of thousands is hostile
+_RESERVED = {"items"}  # SavedNode's own attribute
+
+
+def _odd(parts: list[tuple[str, Any]]) -> bool:
+    """A path ``nest_paths`` refuses: a dunder name (``z.__class__``), ``.items``, an unhashable key, too long."""
+    if len(parts) > MAX_PATH_PARTS:
+        return True
+    for kind, key in parts:
+        if kind in ("root", "attr") and (key.startswith("__") or (kind == "attr" and key in _RESERVED)):
+            return True
+        if kind == "item":
+            try:
+                hash(key)
+            except TypeError:
+                return True
+    return False
+
+
+def nest_paths(flat: Mapping[str, Any], refused: list[str] | None = None) -> dict[str, Any]:
     """Usage: ``nest_paths({"outputs.logits": t})`` -> ``{"outputs": SavedNode(logits=t)}``.
 
     A node whose children are all ``[key]`` becomes a dict; one with ``.name`` children a ``SavedNode``.
     Paths that do not parse, or that reach inside another path's tensor (``x.y`` beside ``x``), are kept
-    whole under their own text (not a valid local name)."""
+    whole under their own text (not a valid local name). Paths with a dunder part (``z.__class__``,
+    ``__builtins__``), a ``.items`` part, an unhashable key (``q[[1]]``) or more than ``MAX_PATH_PARTS``
+    parts are left out and appended to ``refused``. Linear in the total length of the paths."""
     tree: dict[str, Any] = {}
     parsed = []
     for path, value in flat.items():
         try:
-            parsed.append((split_path(path), value, path))
-        except (ValueError, SyntaxError):
+            parts = split_path(path)
+        except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
             tree[path] = value
+            continue
+        if _odd(parts):
+            if refused is not None:
+                refused.append(path)
+            continue
+        parsed.append((parts, value, path))
 
     def key(parts: list) -> tuple:
         return tuple((k, repr(v)) for k, v in parts)
@@ -180,7 +207,8 @@ def nest_paths(flat: Mapping[str, Any]) -> dict[str, Any]:
     leaves = {key(parts) for parts, _, _ in parsed}
     nested = []
     for parts, value, path in parsed:  # "x.y" beside a tensor "x": x stays the tensor, x.y is kept whole
-        if any(key(parts[:depth]) in leaves for depth in range(1, len(parts))):
+        keyed = key(parts)
+        if any(keyed[:depth] in leaves for depth in range(1, len(parts))):
             tree[path] = value
         else:
             nested.append((parts, value))

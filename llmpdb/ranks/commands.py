@@ -19,7 +19,9 @@ import time
 from ..commands._command import CommandError, command, parse_args
 from .store import RankJob, RankRecord
 
-__all__ = ["RankCommands", "describe_rank"]
+__all__ = ["RankCommands", "describe_rank", "rank_table"]
+
+_MOST_ROWS = 24  # past this many rows, ranks in the same state on different hosts share a row
 
 _STATES = {
     "waiting": "waiting at {where}",
@@ -32,15 +34,62 @@ _STATES = {
 }
 
 
-def describe_rank(record: RankRecord | None, now: float | None = None) -> str:
-    """Usage: ``describe_rank(job.record(1))`` -> ``"waiting at train.py:52 (main) for 12 s"``."""
+def describe_rank(record: RankRecord | None, now: float | None = None, *, timed: bool = True) -> str:
+    """Usage: ``describe_rank(job.record(1))`` -> ``"waiting at train.py:52 (main) for 12 s"`` (``timed=False``:
+    without ``for 12 s``)."""
     if record is None:
         return "? (not heard from: it has not stopped yet)"
     text = _STATES.get(record.state, record.state + " {where}").format(where=record.where or "?")
     text = text.replace(" (last stop ?)", "")
-    if record.state in ("waiting", "queued", "prompt") and record.since:
+    if timed and record.state in ("waiting", "queued", "prompt") and record.since:
         text += f" for {max(0, int((now or time.time()) - record.since))} s"
     return text
+
+
+def _span(first: int, last: int) -> str:
+    return f"r{first}" if first == last else f"r{first}–r{last}"
+
+
+def rank_table(records: dict[int, RankRecord | None], owner: int | None, now: float) -> list[str]:
+    """Usage: ``rank_table(job.records(), job.terminal_owner(), time.time())`` -> the lines of ``ranks``.
+
+    Consecutive ranks in the same state at the same place share a row (``r1–r1023  waiting at
+    train.py:88 (main)  8 hosts``), so the table fits a screen at any number of ranks; a rank alone in its
+    state keeps its host and pid. ``*`` marks the rank reading the terminal. Past ``_MOST_ROWS`` rows the
+    host no longer splits a group."""
+    def rows(by_host: bool) -> list[tuple[str, str, str]]:
+        groups: list[list] = []  # [first, last, state, hosts, record]
+        for rank in sorted(records):
+            record = records[rank]
+            state = describe_rank(record, now)
+            key = (describe_rank(record, timed=False) if rank != owner else None,
+                   record.host if (by_host and record) else None)
+            last = groups[-1] if groups else None
+            if last is not None and last[5] == key and key[0] is not None and last[1] == rank - 1 \
+                    and (record is None) == (last[4] is None):
+                last[1] = rank
+                last[3].add(record.host if record else "")
+                continue
+            groups.append([rank, rank, state, {record.host if record else ""}, record, key])
+        out = []
+        for first, last, state, hosts, record, _ in groups:
+            mark = "*" if first == last == owner else " "
+            if first == last:
+                where = f"{record.host}  pid {record.pid}" if record is not None else ""
+            else:
+                hosts.discard("")
+                count = last - first + 1
+                where = (next(iter(hosts)) if len(hosts) == 1 else f"{len(hosts)} hosts") if hosts else ""
+                where = f"{where}  {count} ranks".strip()
+                state = describe_rank(record, timed=False)  # the times differ from rank to rank
+            out.append((_span(first, last) + mark, state, where))
+        return out
+
+    table = rows(by_host=True)
+    if len(table) > _MOST_ROWS:
+        table = rows(by_host=False)
+    widths = [max(len(row[i]) for row in table) for i in range(2)]
+    return [f"{label:<{widths[0]}}  {state:<{widths[1]}}  {where}".rstrip() for label, state, where in table]
 
 
 class RankCommands:
@@ -61,16 +110,8 @@ class RankCommands:
         if parse_args(arg, self.do_ranks).words:
             raise CommandError("takes no arguments (usage: ranks)")
         job = self._job_or_error()
-        owner = job.terminal_owner()
-        now = time.time()
-        rows = []
-        for rank, record in job.records().items():
-            mark = "*" if rank == owner else " "
-            host = f"{record.host}  pid {record.pid}" if record is not None else ""
-            rows.append((f"r{rank}{mark}", describe_rank(record, now), host))
-        widths = [max(len(row[i]) for row in rows) for i in range(2)]
-        for label, state, host in rows:
-            self.message(f"{label:<{widths[0]}}  {state:<{widths[1]}}  {host}".rstrip())
+        for line in rank_table(job.records(), job.terminal_owner(), time.time()):
+            self.message(line)
 
     @command
     def do_rank(self, arg):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import atexit
 import io
+import math
 import os
 import sys
 import threading
@@ -67,10 +68,12 @@ def dump_main_thread(make_debugger, commands=DUMP_COMMANDS) -> str:
 
 
 def _poll_seconds() -> float:
+    """``LLMPDB_DUMP_POLL`` seconds, 0.05 to 3600 (inf, nan, abc: 0.5; Event.wait refuses inf)."""
     try:
-        return max(0.05, float(os.environ.get("LLMPDB_DUMP_POLL", "0.5")))
+        value = float(os.environ.get("LLMPDB_DUMP_POLL", "0.5"))
     except ValueError:
         return 0.5
+    return min(3600.0, max(0.05, value)) if math.isfinite(value) else 0.5
 
 
 def _watch(job, make_debugger, stop: threading.Event) -> None:

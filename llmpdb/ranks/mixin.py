@@ -21,9 +21,11 @@ import sys
 
 from .commands import RankCommands
 from .dump import start_watcher
+from .launcher import stop_restarts
 from .terminal import message_on_terminal, prompt_terminal, stderr_is_discarded
 from .wait import PROMPT, QUIT, RESUME, StepWatchdog, wait_at_stop, wait_for_terminal
 from .store import RankJob, StoreUnavailable, connect_store
+from ..identity import current_rank, initialised_dist, interactive_rank, rank_suffix, world_size  # noqa: F401 (rank_suffix: the old home)
 from ..session import SESSION
 
 __all__ = ["current_rank", "rank_suffix", "world_size", "interactive_rank", "rank_job", "DistributedMixin",
@@ -34,44 +36,6 @@ _JOB: RankJob | None = None
 _NO_STORE: str | None = None  # why no store could be reached (said once)
 _GAVE_UP = False  # no store will ever be reachable: stop trying
 _PROMPTING: list = []  # the debugger whose prompt is open: a recursive one (`debug CODE`) leaves the job alone
-
-
-def _initialised_dist():
-    dist = sys.modules.get("torch.distributed")
-    try:
-        if dist is not None and dist.is_available() and dist.is_initialized():
-            return dist
-    except (RuntimeError, ValueError, AttributeError):  # a half-initialised group: the environment stands
-        pass
-    return None
-
-
-def _env_int(name: str) -> int | None:
-    value = os.environ.get(name, "")
-    return int(value) if value.lstrip("-").isdigit() else None
-
-
-def current_rank() -> int | None:
-    """Usage: ``current_rank()`` -> this process's global rank, or None outside a distributed job."""
-    dist = _initialised_dist()
-    return int(dist.get_rank()) if dist is not None else _env_int("RANK")
-
-
-def world_size() -> int | None:
-    """Usage: ``world_size()`` -> the number of ranks, or None outside a distributed job."""
-    dist = _initialised_dist()
-    return int(dist.get_world_size()) if dist is not None else _env_int("WORLD_SIZE")
-
-
-def interactive_rank() -> int:
-    """Usage: ``interactive_rank()`` -> ``LLMPDB_RANK`` (default 0): the rank that prompts."""
-    return _env_int("LLMPDB_RANK") or 0
-
-
-def rank_suffix() -> str:
-    """Usage: ``rank_suffix()`` -> ``" r1"`` under a distributed launcher, else ``""``."""
-    rank = current_rank()
-    return f" r{rank}" if rank is not None else ""
 
 
 def rank_job() -> RankJob | None:
@@ -89,6 +53,7 @@ def rank_job() -> RankJob | None:
         _give_up_if_final()
         return None
     _JOB = RankJob(store, rank, world, interactive_rank(), via)
+    SESSION.relay = share_if_discarded
     atexit.register(_JOB.at_exit)
     return _JOB
 
@@ -109,7 +74,7 @@ def _give_up_if_final() -> None:
     """Stop trying once no store can appear any more: under torchrun, or after init_process_group."""
     global _GAVE_UP
     agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
-    _GAVE_UP = agent or _initialised_dist() is not None
+    _GAVE_UP = agent or initialised_dist() is not None
 
 
 def _stop_identity(frame, tb) -> tuple[str, str, str]:
@@ -168,10 +133,12 @@ class DistributedMixin(RankCommands):
         """A debugger of this class on ``out``, for the watcher thread's `stack-model` and `shapes`."""
         return type(self)(stdout=out, nosigint=True, readrc=False, headless_tour=[], color=False, width=100)
 
-    def interaction(self, frame, tb, *args, **kwargs):
+    def stop_ranks(self, stop, proceed):
+        """Stop stage ``ranks`` (``debugger/pipeline.py``): in a job of 2+ ranks, one prompt for the job."""
+        frame, tb = stop.frame, stop.tb_or_exc
         job = self._rank_job()
         if job is None or (_PROMPTING and _PROMPTING[-1] is not self):  # `debug CODE`: inside our prompt
-            return super().interaction(frame, tb, *args, **kwargs)
+            return proceed()
         if self._rank_watchdog is not None:  # a step ended at a stop: it was not stuck in a collective
             self._rank_watchdog.cancel()
             self._rank_watchdog = None
@@ -184,13 +151,13 @@ class DistributedMixin(RankCommands):
         except Exception as exc:  # the store failed (the launcher is gone?): stop like plain pdb
             self.message(f"llmpdb r{job.rank}: the job's store failed ({type(exc).__name__}: {exc}); "
                          "this rank stops on its own")
-            return super().interaction(frame, tb, *args, **kwargs)
+            return proceed()
         again = True
         while again:  # again: the terminal came back to this rank at the same stop (after `rank K`)
             _PROMPTING.append(self)
             try:
                 with prompt_terminal(self):  # torchrun may hide this rank's output: use the terminal
-                    result = super().interaction(frame, tb, *args, **kwargs)
+                    result = proceed()
             finally:
                 _PROMPTING.pop()
                 again = self._rank_after_prompt_safely(job)
@@ -240,6 +207,10 @@ class DistributedMixin(RankCommands):
                 return False
             if not job.is_interactive and policy["mode"] == "off":
                 return False
+        if job.is_interactive and tb is None:
+            joined = self._rank_join_if_prompted(job, stop, where)
+            if joined is not None:
+                return joined
         if job.is_interactive or tb is not None:  # a post-mortem queues at once: no other rank will come here
             if tb is not None:
                 where = f"post-mortem of {_exception_name()} at {where}"
@@ -260,6 +231,32 @@ class DistributedMixin(RankCommands):
         job.publish("prompt", where, stop)
         self._rank_origin, self._rank_where = stop, where
         return True
+
+    def _rank_join_if_prompted(self, job: RankJob, stop: str, where: str) -> bool | None:
+        """The interactive rank arrives late at a stop the job already prompted for (another rank took the
+        terminal after the grace): one prompt per stop, so it joins that stop, or runs on when it was already
+        released. None when nobody prompted here: the caller queues for the terminal as usual."""
+        if job.released(stop):
+            message_on_terminal(self, f"llmpdb r{job.rank}: the job already stopped at {where} (another rank "
+                                      f"prompted there); rank {job.rank} runs on")
+            return False
+        owner = job.terminal_owner()
+        holder = job.record(owner) if owner is not None and owner != job.rank else None
+        if holder is None or holder.stop != stop or holder.state not in ("prompt", "queued"):
+            return None
+        job.publish("waiting", where, stop)
+        message_on_terminal(self, f"llmpdb r{job.rank}: rank {owner} is prompting at this stop for the job; "
+                                  f"rank {job.rank} waits here and continues with the others")
+        outcome, reason = wait_at_stop(job, stop)
+        if outcome == QUIT:
+            self._rank_end(job, f"{reason}; rank {job.rank} ends too", announce=False)
+        if outcome == PROMPT:  # handed the terminal (`rank K`), or the prompting rank ended
+            message_on_terminal(self, f"llmpdb r{job.rank}: {reason}")
+            job.publish("prompt", where, stop)
+            self._rank_origin, self._rank_where = stop, where
+            return True
+        job.publish("running")
+        return False
 
     def _rank_after_prompt(self, job: RankJob) -> bool:
         """After the command loop: quit, hand over (True: the terminal came back here), step, or continue."""
@@ -307,9 +304,18 @@ class DistributedMixin(RankCommands):
         except Exception as exc:  # the store may be gone: end anyway
             self.message(f"llmpdb r{job.rank}: cannot tell the other ranks: {type(exc).__name__}: {exc}")
         message_on_terminal(self, f"llmpdb r{job.rank}: {reason} (exit status {QUIT_STATUS})")
+        self._flush_streams()
+
+        def say(line: str) -> None:
+            message_on_terminal(self, line)
+            self._flush_streams()
+
+        stop_restarts(job, say)
+        os._exit(QUIT_STATUS)
+
+    def _flush_streams(self) -> None:
         for stream in (self.stdout, sys.stdout, sys.stderr):
             try:
                 stream.flush()
             except (AttributeError, OSError, ValueError):
                 pass
-        os._exit(QUIT_STATUS)

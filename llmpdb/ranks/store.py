@@ -13,8 +13,12 @@ Usage::
 Keys live under ``llmpdb/<run id>/<restart>/`` (torchrun) or ``llmpdb/`` (the default group's store, which
 is already prefixed per group): ``rank/<N>`` (a JSON record), ``tty`` (the rank that reads the terminal, or
 empty), ``release/<stop>`` (the prompting rank continued from that stop), ``policy`` (``rank0`` settings),
-``handover`` (the rank ``rank K`` gave the terminal to), ``quit``. Every read first ``check``s the key: a ``get`` of a missing key would block until the store's
-timeout. Nothing here is a collective, so no process-group timeout can fire while a rank waits.
+``handover`` (the rank ``rank K`` gave the terminal to), ``quit``, ``notice/<N>``, and ``events``: a counter
+bumped by every write that can end or change a wait (a release, quit, hand-over, the terminal lock taken or
+given back, a rank that prompts, runs on or ends, a notice). A waiting rank reads only that counter (one
+``add(key, 0)``, one request) once a poll, and reads the rest only when it moved: ``bench/rank_scale_bench.py``.
+Every other read first ``check``s the key: a ``get`` of a missing key would block until the store's timeout.
+Nothing here is a collective, so no process-group timeout can fire while a rank waits.
 
 Torch is imported only by ``connect_store``, which the debugger calls only under a launcher or once the
 debuggee initialised ``torch.distributed``.
@@ -72,6 +76,14 @@ class RankJob:
             return None
         return self.store.get(key).decode("utf-8", "replace")
 
+    # ---- events ------------------------------------------------------------------------------------
+    def events(self) -> int:
+        """Usage: ``seen = job.events()``; how many times something a waiting rank must look at changed."""
+        return int(self.store.add("events", 0))
+
+    def _bump(self) -> None:
+        self.store.add("events", 1)
+
     # ---- records -----------------------------------------------------------------------------------
     def publish(self, state: str, where: str = "", stop: str = "") -> None:
         """Usage: ``job.publish("waiting", where, stop)``; a running rank keeps its last stop's ``where``."""
@@ -82,6 +94,8 @@ class RankJob:
         record = RankRecord(self.rank, state, where or self._last_where, stop, socket.gethostname(),
                             os.getpid(), time.time())
         self.store.set(f"rank/{self.rank}", json.dumps(asdict(record)))
+        if state != "waiting":  # a rank that waits changes nothing for the others: 1,000 of them wake nobody
+            self._bump()
 
     def record(self, rank: int) -> RankRecord | None:
         """Usage: ``job.record(0)``; None when that rank never published (it has not stopped yet)."""
@@ -109,13 +123,22 @@ class RankJob:
         current = self.store.compare_set("tty", "", mine)
         return current == mine.encode()
 
+    def lock_terminal(self) -> bool:
+        """``try_lock_terminal`` that tells the waiting ranks when it takes the terminal."""
+        taken = self.try_lock_terminal()
+        if taken:
+            self._bump()
+        return taken
+
     def unlock_terminal(self) -> None:
-        self.store.compare_set("tty", str(self.rank), "")
+        if self.store.compare_set("tty", str(self.rank), "") == b"":
+            self._bump()
 
     # ---- stops, policy, quit -----------------------------------------------------------------------------
     def release(self, stop: str) -> None:
         """The prompting rank continued from ``stop``: the ranks waiting there resume."""
         self.store.set(f"release/{stop}", str(self.rank))
+        self._bump()
 
     def released(self, stop: str) -> bool:
         return bool(self.store.check([f"release/{stop}"]))
@@ -142,6 +165,7 @@ class RankJob:
         self.set_policy(policy)
         self.interactive = rank
         self.store.set("handover", f"{rank} {self.rank}")
+        self._bump()
 
     def handed_to(self) -> tuple[int, int] | None:
         """(the rank given the terminal, the rank that gave it) while a hand-over is under way, else None."""
@@ -153,6 +177,7 @@ class RankJob:
 
     def announce_quit(self, message: str) -> None:
         self.store.set("quit", message)
+        self._bump()
 
     def quit_message(self) -> str | None:
         return self._get("quit")
@@ -162,6 +187,7 @@ class RankJob:
         """Usage: ``job.notify("llmpdb r1: ... python -m llmpdb attach ...")``; numbered in the store."""
         number = int(self.store.add("notice/count", 1))
         self.store.set(f"notice/{number}", line)
+        self._bump()
 
     def notices_after(self, seen: int) -> tuple[list[str], int]:
         """Usage: ``lines, seen = job.notices_after(seen)``; the notices numbered above ``seen``."""

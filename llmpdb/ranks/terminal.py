@@ -21,7 +21,7 @@ import contextlib
 import os
 import sys
 
-from ..headless.tour import stream_is_terminal
+from ..headless.streams import stream_is_terminal
 
 __all__ = ["prompt_terminal", "hidden_output_terminal", "message_on_terminal", "stderr_is_discarded"]
 

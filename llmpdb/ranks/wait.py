@@ -10,8 +10,11 @@ Usage::
     outcome, reason = wait_for_terminal(job)          # PROMPT once this rank holds the lock, or QUIT
     StepWatchdog(job, stop, where, message).start()   # a step into a collective releases the waiting ranks
 
-A waiting rank sleeps ``poll`` seconds (default ``LLMPDB_RANK_POLL`` or 0.2) between a few store reads, so it
-uses well under 1% of a core (``bench/rank_wait_bench.py`` measures it) and sees a quit within a second.
+A waiting rank sleeps ``poll`` seconds (default ``LLMPDB_RANK_POLL`` or 1) between reads of the job's event
+counter (one store request), and reads the records, the lock and the keys only when the counter moved: a
+paused job of 1,024 ranks costs the store about 1,000 requests a second, not tens of thousands
+(``bench/rank_scale_bench.py``); a waiting rank uses well under 1% of a core (``bench/rank_wait_bench.py``)
+and sees a continue or a quit within a poll.
 The grace clock runs only while no rank is prompting: a stop elsewhere on the interactive rank (the first
 line under ``python -m llmpdb``, a breakpoint of its own) holds it, and the interactive rank then gets
 ``grace`` seconds after it continues to arrive here.
@@ -20,6 +23,7 @@ line under ``python -m llmpdb``, a breakpoint of its own) holds it, and the inte
 from __future__ import annotations
 
 import atexit
+import math
 import os
 import sys
 import time
@@ -35,20 +39,23 @@ _ACTIVE = ("prompt", "queued")
 
 
 def poll_interval() -> float:
-    """Usage: ``poll_interval()``; ``LLMPDB_RANK_POLL`` seconds (default 0.2, at least 0.01)."""
-    return _env_seconds("LLMPDB_RANK_POLL", 0.2, 0.01)
+    """Usage: ``poll_interval()``; ``LLMPDB_RANK_POLL`` seconds (default 1, 0.01 to 60)."""
+    return min(60.0, _env_seconds("LLMPDB_RANK_POLL", 1.0, 0.01))
 
 
 def grace_seconds() -> float:
-    """Usage: ``grace_seconds()``; ``LLMPDB_RANK_GRACE`` seconds (default 5) before a lone rank prompts."""
-    return _env_seconds("LLMPDB_RANK_GRACE", 5.0, 0.0)
+    """Usage: ``grace_seconds()``; ``LLMPDB_RANK_GRACE`` seconds (default 5, at most a day) before a lone rank
+    prompts."""
+    return min(86400.0, _env_seconds("LLMPDB_RANK_GRACE", 5.0, 0.0))
 
 
 def _env_seconds(name: str, default: float, least: float) -> float:
+    """``least`` to a week; ``default`` for what is not a finite number (time.sleep refuses inf)."""
     try:
-        return max(least, float(os.environ.get(name, default)))
+        value = float(os.environ.get(name, default))
     except ValueError:
         return default
+    return min(7 * 24 * 3600.0, max(least, value)) if math.isfinite(value) else default
 
 
 def relay_notices(job: RankJob) -> None:
@@ -79,11 +86,19 @@ def _engaged_here(job: RankJob, stop: str):
 
 def wait_at_stop(job: RankJob, stop: str, *, grace: float | None = None, poll: float | None = None,
                  clock=time.monotonic, sleep=time.sleep) -> tuple[str, str]:
-    """Wait at ``stop`` until it is released, the job quits, or this rank must prompt (see module doc)."""
+    """Wait at ``stop`` until it is released, the job quits, or this rank must prompt (see module doc).
+
+    Between changes a poll costs one store request (``job.events()``); the records, the lock and the keys are
+    read again only when that counter moved, or when this rank's grace runs out."""
     grace = grace_seconds() if grace is None else grace
     poll = poll_interval() if poll is None else poll
-    alone_since = clock()
+    alone_since, seen, look_again, engaged = clock(), None, 0.0, False
     while True:
+        count = job.events()
+        if count == seen and clock() < look_again:
+            sleep(poll)
+            continue
+        seen = count
         relay_notices(job)
         if job.released(stop):
             return RESUME, ""
@@ -98,10 +113,12 @@ def wait_at_stop(job: RankJob, stop: str, *, grace: float | None = None, poll: f
             job.interactive = job.rank
             return PROMPT, f"rank {handover[1]} handed the terminal to rank {job.rank}"
         here, busy, boss = _engaged_here(job, stop)
-        if here or busy:
+        if here or busy or engaged:  # engaged until the event just seen: the grace starts now
             alone_since = clock()
+        engaged = here or busy
         ended = boss is not None and boss.state in ENDED_STATES
-        if not here and (ended or clock() - alone_since >= grace) and job.try_lock_terminal():
+        look_again = float("inf") if here or busy else alone_since + grace
+        if not here and (ended or clock() - alone_since >= grace) and job.lock_terminal():
             if job.released(stop) or _engaged_here(job, stop)[0]:  # the interactive rank arrived meanwhile
                 job.unlock_terminal()
                 continue
@@ -112,15 +129,21 @@ def wait_at_stop(job: RankJob, stop: str, *, grace: float | None = None, poll: f
 
 
 def wait_for_terminal(job: RankJob, *, poll: float | None = None, sleep=time.sleep) -> tuple[str, str]:
-    """Wait until this rank holds the terminal lock (PROMPT) or the job quits (QUIT, the message)."""
+    """Wait until this rank holds the terminal lock (PROMPT) or the job quits (QUIT, the message); between
+    changes a poll costs one store request."""
     poll = poll_interval() if poll is None else poll
-    while not job.try_lock_terminal():
-        relay_notices(job)
-        message = job.quit_message()
-        if message is not None:
-            return QUIT, message
+    seen = None
+    while True:
+        count = job.events()
+        if count != seen:
+            seen = count
+            if job.lock_terminal():
+                return PROMPT, ""
+            relay_notices(job)
+            message = job.quit_message()
+            if message is not None:
+                return QUIT, message
         sleep(poll)
-    return PROMPT, ""
 
 
 def _cancel_armed_watchdogs() -> None:

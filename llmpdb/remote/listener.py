@@ -13,16 +13,20 @@ Client side: ``connect("tcp:127.0.0.1:5678", token)`` / ``connect("/run/.../job-
 Transports. The default is a Unix socket ``job-PID[-rRANK].sock`` (mode 0600) in a per-user directory,
 ``$XDG_RUNTIME_DIR/llmpdb`` or ``/tmp/llmpdb-UID`` (created 0700; a directory owned by another user, a
 symlink, or one the group or others can enter is refused). A peer of another uid is refused
-(``SO_PEERCRED``). TCP only when asked (``tcp``, ``tcp:PORT``, ``tcp:HOST:PORT``), bound to 127.0.0.1
-unless a host is given; a fixed PORT becomes PORT + LOCAL_RANK under a launcher. Every TCP client must
-send the token (``secrets.token_urlsafe``, in the job's log line and in ``job-...token``, mode 0600, in the
-per-user directory), compared with ``hmac.compare_digest``, before any byte reaches the debugger; a wrong
-or missing token is refused and logged. There is no way to make an unauthenticated listener.
+(``SO_PEERCRED``). TCP only when asked (``llmpdb.remote.address``: ``tcp``, ``tcp:PORT``, ``HOST:PORT``,
+``PORT``), bound to 127.0.0.1 unless a host is given (a host other than loopback only with
+``LLMPDB_LISTEN_PUBLIC=1``, and a warning); a fixed PORT becomes PORT + LOCAL_RANK under a launcher.
+Every TCP client must send the token (``secrets.token_urlsafe``, only in ``job-...token``, mode 0600, in the
+per-user directory: never in a log line or a message), compared with ``hmac.compare_digest``, before any
+byte reaches the debugger; a wrong or missing token is refused and logged. There is no way to make an
+unauthenticated listener.
 
-Protocol: frames of one kind byte, a 4-byte big-endian length and UTF-8 text. Client to server: ``H``
-hello (JSON: token, colour, columns, who), ``L`` a command line, ``D`` detach. Server to client: ``W``
-welcome (JSON), ``O`` output, ``P`` the prompt (input wanted), ``C`` the program continues, ``Q`` the
-session is over, ``E`` a refusal (then the server closes).
+Protocol (``llmpdb.remote.frames``): frames of one kind byte, a 4-byte big-endian length and UTF-8 text.
+Client to server: ``H`` hello (JSON: token, colour, columns, who), ``L`` a command line, ``D`` detach.
+Server to client: ``W`` welcome (JSON), ``O`` output (a long one in several frames), ``P`` the prompt (input
+wanted), ``C`` the program continues, ``Q`` the session is over, ``E`` a refusal (then the server closes).
+Hostile peers: the whole hello (at most ``HELLO_LIMIT`` bytes) must arrive within ``HELLO_SECONDS`` in
+total; whatever bytes a peer sends end at most that connection, never the job.
 """
 
 from __future__ import annotations
@@ -41,19 +45,16 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from ..ranks.mixin import current_rank
+from ..identity import current_rank
+from .address import RemoteError, check_listen, is_loopback, parse_target
+from .frames import HELLO_LIMIT, MAX_FRAME, recv_frame, send_frame
 
 __all__ = ["Listener", "Connection", "RemoteError", "connect", "socket_dir", "parse_target", "job_name",
-           "HELLO_SECONDS"]
+           "HELLO_SECONDS", "HELD_HELLO_SECONDS"]
 
-HELLO_SECONDS = 10.0          # a connection must say hello (and for TCP, give the token) within this
-_HEADER = struct.Struct(">cI")
-_MAX_FRAME = 1 << 20
+HELLO_SECONDS = 10.0          # a connection must send its whole hello (for TCP, with the token) within this
+HELD_HELLO_SECONDS = 0.5      # ... while a client holds the session (its commands wait for a newcomer's hello)
 _CRED = struct.Struct("3i")   # struct ucred: pid, uid, gid
-
-
-class RemoteError(Exception):
-    """A listener or connection that cannot be made; the message is one line for the user."""
 
 
 # ---- the per-user directory and names ----------------------------------------------------------------
@@ -90,55 +91,31 @@ def job_name() -> str:
     return f"job-{os.getpid()}" + (f"-r{rank}" if rank is not None else "")
 
 
-def parse_target(spec: str) -> tuple[str, object]:
-    """Usage: ``parse_target("tcp:127.0.0.1:5678")`` -> ``("tcp", ("127.0.0.1", 5678))``; ``"unix"``, ``""``
-    or a path -> ``("unix", path-or-None)``; ``tcp`` / ``tcp:PORT`` bind 127.0.0.1 (port 0: any free one)."""
-    spec = (spec or "").strip()
-    if spec in ("", "unix"):
-        return "unix", None
-    if spec == "tcp" or spec.startswith("tcp:"):
-        parts = spec.split(":")[1:]
-        host, port = "127.0.0.1", "0"
-        if len(parts) == 1:
-            port = parts[0]
-        elif len(parts) >= 2:
-            host, port = ":".join(parts[:-1]).strip("[]") or "127.0.0.1", parts[-1]
-        if not port.isdigit() or int(port) > 65535:
-            raise RemoteError(f"bad TCP address {spec!r}: expected tcp, tcp:PORT or tcp:HOST:PORT")
-        return "tcp", (host, int(port))
-    if spec.startswith("unix:"):
-        spec = spec[5:]
-    return "unix", spec
-
-
 # ---- frames ---------------------------------------------------------------------------------------------
 def _send(sock: socket.socket, kind: str, text: str) -> None:
-    data = text.encode("utf-8", "replace")
-    sock.sendall(_HEADER.pack(kind.encode("ascii"), len(data)) + data, getattr(socket, "MSG_NOSIGNAL", 0))
+    send_frame(sock, kind, text)
 
 
-def _recv_exact(sock: socket.socket, size: int) -> bytes | None:
-    chunks, left = [], size
-    while left:
-        chunk = sock.recv(min(left, 65536))
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
+def _recv(sock: socket.socket, limit: int = MAX_FRAME, deadline: float | None = None) -> tuple[str, str] | None:
+    return recv_frame(sock, limit, deadline)
 
 
-def _recv(sock: socket.socket, limit: int = _MAX_FRAME) -> tuple[str, str] | None:
-    header = _recv_exact(sock, _HEADER.size)
-    if header is None:
+def _clean_hello(value) -> dict | None:
+    """The hello's known fields with their types checked (None when it is not a JSON object); nothing else
+    of what a peer sent is kept."""
+    if not isinstance(value, dict):
         return None
-    kind, size = _HEADER.unpack(header)
-    if size > limit:
-        raise RemoteError(f"frame of {size} bytes is over the limit of {limit}")
-    body = _recv_exact(sock, size)
-    if body is None:
-        return None
-    return kind.decode("ascii", "replace"), body.decode("utf-8", "replace")
+    hello: dict = {}
+    if isinstance(value.get("token"), str):
+        hello["token"] = value["token"]
+    hello["color"] = value.get("color") is True
+    columns = value.get("columns")
+    if type(columns) is int and 20 <= columns <= 1000:
+        hello["columns"] = columns
+    who = value.get("who")
+    if isinstance(who, str):
+        hello["who"] = "".join(c if c.isprintable() else "?" for c in who[:200])
+    return hello
 
 
 def _peer_uid(sock: socket.socket) -> int:
@@ -152,10 +129,14 @@ def _peer_uid(sock: socket.socket) -> int:
 
 
 def _discard(sock: socket.socket, seconds: float = 0.5, limit: int = 1 << 16) -> None:
-    """Read and drop what the peer sent (never interpreted) until it closes, ``seconds`` or ``limit``."""
-    sock.settimeout(seconds)
+    """Read and drop what the peer sent (never interpreted) until it closes, ``seconds`` in all or ``limit``."""
+    deadline = time.time() + seconds
     dropped = 0
     while dropped < limit:
+        left = deadline - time.time()
+        if left <= 0:
+            return
+        sock.settimeout(left)
         chunk = sock.recv(4096)
         if not chunk:
             return
@@ -221,7 +202,9 @@ class Listener:
 
     @classmethod
     def from_spec(cls, spec: str, log: Callable[[str], None]) -> "Listener":
-        kind, address = parse_target(spec)
+        """RemoteError (one line) for a bad address, or a host other than loopback without the opt-in
+        (``llmpdb.remote.address.check_listen``)."""
+        kind, address = check_listen(spec)
         return cls(kind, address, log)
 
     def open(self) -> None:
@@ -237,22 +220,28 @@ class Listener:
             try:
                 sock.bind(str(path))
                 os.chmod(path, 0o600)
-            except OSError as exc:
+            except (OSError, ValueError) as exc:
                 sock.close()
-                raise RemoteError(f"cannot listen on {path}: {exc.strerror}") from None
+                raise RemoteError(f"cannot listen on {path}: {getattr(exc, 'strerror', None) or exc}") from None
             self.path = path
         else:
             host, port = self.address
-            local_rank = os.environ.get("LOCAL_RANK", "")
-            if port and local_rank.isdigit():
+            local_rank = os.environ.get("LOCAL_RANK", "").strip()
+            if port and local_rank.isascii() and local_rank.isdigit() and len(local_rank) <= 5:
                 port += int(local_rank)
+            if port > 65535:
+                raise RemoteError(f"cannot listen on {host}:{port}: LOCAL_RANK takes the port past 65535")
             sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-            try:
+            try:  # a job restarted on its port binds at once, past the last one's TIME_WAIT connections
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 sock.bind((host, port))
-            except OSError as exc:
+            except (OSError, ValueError, OverflowError) as exc:
                 sock.close()
-                raise RemoteError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+                raise RemoteError(f"cannot listen on {host}:{port}: {getattr(exc, 'strerror', None) or exc}") from None
             self.address = sock.getsockname()[:2]
+            if not is_loopback(host):
+                self.log(f"llmpdb: warning: listening on {self.target()}, which other machines may reach "
+                         f"(LLMPDB_LISTEN_PUBLIC=1); a peer needs the token, kept only in {directory}")
             self.token = secrets.token_urlsafe(32)
             self.token_path = directory / f"{name}.token"
             self._write_token()
@@ -283,10 +272,11 @@ class Listener:
         return f"tcp:{host}:{port}"
 
     def connect_command(self) -> str:
-        """The exact command a user runs to attach (for TCP it also names the token)."""
+        """The exact command a user runs to attach. For TCP it names the token file (mode 0600, readable by
+        this user alone), never the token: the command goes to logs others may read."""
         if self.kind == "unix":
             return f"python -m llmpdb attach {self.path}"
-        return f"python -m llmpdb attach {self.target()} --token-file {self.token_path} (token {self.token})"
+        return f"python -m llmpdb attach {self.target()} --token-file {self.token_path}"
 
     def pending(self) -> bool:
         """True when a client is waiting to be accepted."""
@@ -319,7 +309,11 @@ class Listener:
             sock, peer = self.sock.accept()
         except (OSError, ValueError):
             return None
-        conn = self._authenticate(sock, peer, min(HELLO_SECONDS, max(0.5, deadline - time.time())))
+        seconds = HELD_HELLO_SECONDS if holder is not None else min(HELLO_SECONDS, max(0.5, deadline - time.time()))
+        try:
+            conn = self._authenticate(sock, peer, time.time() + seconds)
+        except Exception as exc:  # whatever a peer sends ends that connection, never the job
+            conn = self._refuse(sock, "a peer", f"its hello could not be read ({type(exc).__name__})")
         if conn is not None and holder is not None:
             since = time.strftime("%H:%M:%S", time.gmtime(holder.since))
             conn.send("E", f"llmpdb: this job is held by {holder.who} (attached at {since} UTC); "
@@ -334,8 +328,9 @@ class Listener:
             return None
         return conn
 
-    def _authenticate(self, sock: socket.socket, peer, timeout: float) -> Connection | None:
-        """The hello frame, the peer's uid (Unix) or token (TCP); None (logged) when refused."""
+    def _authenticate(self, sock: socket.socket, peer, deadline: float) -> Connection | None:
+        """The hello frame (whole by ``deadline``), the peer's uid (Unix) or token (TCP); None (logged) when
+        refused."""
         where = self._peer_text(sock, peer)
         if self.kind == "unix":
             try:
@@ -345,17 +340,16 @@ class Listener:
             if uid != os.getuid():
                 return self._refuse(sock, where, f"uid {uid} is not this job's uid {os.getuid()}")
         try:
-            sock.settimeout(timeout)
-            frame = _recv(sock, limit=65536)
+            frame = _recv(sock, limit=HELLO_LIMIT, deadline=deadline)
         except (OSError, RemoteError):
             frame = None
-        hello: dict = {}
+        hello = None
         if frame is not None and frame[0] == "H":
             try:
-                hello = json.loads(frame[1])
-            except ValueError:
-                hello = {}
-        if not isinstance(hello, dict) or frame is None or frame[0] != "H":
+                hello = _clean_hello(json.loads(frame[1]))
+            except (ValueError, RecursionError, MemoryError):
+                hello = None
+        if hello is None:
             return self._refuse(sock, where, "no hello (no token)" if self.kind == "tcp" else "no hello")
         if self.kind == "tcp":
             given = hello.get("token")
@@ -365,8 +359,8 @@ class Listener:
                 return self._refuse(sock, where, "wrong token")
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
         sock.settimeout(None)
-        who = str(hello.get("who") or "a client")[:200]
-        return Connection(sock, who=f"{who} via {where}", hello=hello)
+        hello.pop("token", None)  # kept nowhere once checked
+        return Connection(sock, who=f"{hello.get('who') or 'a client'} via {where}", hello=hello)
 
     def _peer_text(self, sock: socket.socket, peer) -> str:
         if self.kind == "tcp" and isinstance(peer, tuple):

@@ -8,10 +8,12 @@ Usage::
     debugger.cmdloop()                                          # the stop, read from the client
     seat.ended      # None while attached; "detach" (Ctrl-D in the client) or "drop" (connection lost)
 
-Output is sent in whole lines (``O`` frames); when the debugger reads a line, the text after the last
-newline (the prompt) goes in a ``P`` frame, so the client can show it as its line editor's prompt. While
-the debugger waits for a line, a second client is told who holds the session and closed. Nothing here
-raises into the debugger: a lost connection is an end of input.
+Output is sent in whole lines (``O`` frames, a line over 1 MiB in several); when the debugger reads a line,
+the text after the last newline (the prompt, at most ``PROMPT_LIMIT`` characters: what is before goes as
+output) goes in a ``P`` frame, so the client can show it as its line editor's prompt. While the debugger
+waits for a line, a second client is told who holds the session and closed; the attached client's frames
+come first, and a newcomer's hello gets ``HELD_HELLO_SECONDS`` in all. Nothing here raises into the
+debugger: a lost connection is an end of input.
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ import threading
 import time
 from typing import Callable
 
-from .listener import HELLO_SECONDS, Connection, Listener
+from .listener import HELD_HELLO_SECONDS, Connection, Listener
 
-__all__ = ["Seat"]
+__all__ = ["Seat", "PROMPT_LIMIT"]
+
+PROMPT_LIMIT = 4096
 
 
 class _SeatOutput:
@@ -96,7 +100,11 @@ class _SeatInput:
         """The client's next line; ``""`` when it detached or its connection was lost (``seat.ended``)."""
         seat = self._seat
         conn = seat.conn
-        if conn is None or not conn.send("P", seat.stdout.take_tail()):
+        tail = seat.stdout.take_tail()
+        if len(tail) > PROMPT_LIMIT and conn is not None:
+            conn.send("O", tail[:-PROMPT_LIMIT])
+            tail = tail[-PROMPT_LIMIT:]
+        if conn is None or not conn.send("P", tail):
             seat.ended = seat.ended or "drop"
             return ""
         while True:
@@ -107,10 +115,10 @@ class _SeatInput:
                 continue
             except (OSError, ValueError):
                 ready = [conn.sock]
-            if seat.listener.sock in ready:
-                seat.listener.accept_one(time.time() + HELLO_SECONDS, holder=conn)
-                if conn.sock not in ready:
-                    continue
+            if conn.sock not in ready:  # a newcomer only when the attached client has nothing to say
+                if seat.listener.sock in ready:
+                    seat.listener.accept_one(time.time() + HELD_HELLO_SECONDS, holder=conn)
+                continue
             frame = conn.recv()
             if frame is None:
                 seat.ended = "drop"

@@ -114,3 +114,74 @@ def test_version_names_the_base():
     result = run_llmpdb(["--version"])
     assert result.returncode == 0
     assert result.stdout.startswith("llmpdb 0.1.0 on pdb")
+
+
+SPAWN_SCRIPT = textwrap.dedent(
+    """
+    import multiprocessing, os, sys
+
+    def square(x):
+        return x * x, __name__
+
+    if __name__ == "__main__":
+        with multiprocessing.get_context("spawn").Pool(2) as pool:
+            print("squares", pool.map(square, range(5)))
+        print("main", __name__, os.path.basename(__file__), sys.argv[1:])
+    """
+)
+
+
+@pytest.mark.parametrize("as_module", [False, True], ids=["script", "module"])
+def test_multiprocessing_spawn_runs_as_under_plain_python(tmp_path, as_module):
+    (tmp_path / "spawner.py").write_text(SPAWN_SCRIPT)
+    target = ["-m", "spawner"] if as_module else [str(tmp_path / "spawner.py")]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONBREAKPOINT"}
+    plain = subprocess.run([sys.executable, *target, "x"], capture_output=True, text=True, timeout=120,
+                           cwd=tmp_path, env=env, stdin=subprocess.DEVNULL)
+    assert plain.returncode == 0, plain.stderr
+    result = run_llmpdb(["-c", "continue", *target, "x"], timeout=120, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    program = [line for line in result.stdout.splitlines() if line.startswith(("squares", "main"))]
+    assert program == plain.stdout.splitlines(), result.stdout
+    assert program[0] == "squares [(0, '__mp_main__'), (1, '__mp_main__'), (4, '__mp_main__'), (9, '__mp_main__')," \
+                         " (16, '__mp_main__')]"
+
+
+SHUTDOWN_SCRIPT = textwrap.dedent(
+    """
+    import atexit
+
+    class RunsAtShutdown:
+        def __del__(self):
+            sum([1, 2])  # Python code while the interpreter clears every module's globals
+
+    def f(x):
+        return x + 1
+
+    keep = RunsAtShutdown()
+    atexit.register(sum, [3])
+    breakpoint()
+    f(0)
+    print("done")
+    """
+)
+
+
+@pytest.mark.parametrize("fast", ["0", "1"])
+@pytest.mark.parametrize("launcher", ["hook", "cli"])
+def test_a_breakpoint_left_set_makes_no_noise_at_interpreter_shutdown(tmp_path, fast, launcher):
+    path = tmp_path / "shutdown.py"
+    path.write_text(SHUTDOWN_SCRIPT)
+    env = {**os.environ, "NO_COLOR": "1", "LLMPDB_FAST_BREAKPOINTS": fast}
+    if launcher == "hook":  # PYTHONBREAKPOINT=llmpdb.set_trace python shutdown.py: pdb's trace stays on to the end
+        env["PYTHONBREAKPOINT"] = "llmpdb.set_trace"
+        command, typed = [sys.executable, str(path)], "b f\nc\nc\n"
+    else:
+        env.pop("PYTHONBREAKPOINT", None)
+        command, typed = [sys.executable, "-m", "llmpdb", str(path)], "b f\nc\nc\nc\n"
+    result = subprocess.run(command, input=typed, capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "f()\n-> return x + 1" in result.stdout  # the breakpoint fired
+    assert "done\n" in result.stdout
+    assert result.stderr == ""  # was: Exception ignored in ... bdb.py ... dispatch_call ... TypeError

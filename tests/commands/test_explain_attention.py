@@ -8,19 +8,12 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from transcript import debug_transcript, outputs_of
-
-import llmpdb
-
-
-def run_post_mortem(func, *args):
-    try:
-        func(*args)
-    except Exception:
-        llmpdb.post_mortem()
+from transcript import explained as _explained
 
 
-def explained(func, *args):
-    return outputs_of(debug_transcript(run_post_mortem, ["c", "explain", "c"], func, *args, width=200))[0].splitlines()
+
+def explained_lines(func, *args):
+    return _explained(func, *args).splitlines()
 
 
 def attend(q, k, v, mask=None):
@@ -33,14 +26,14 @@ def scores(q, k):
 
 def test_sdpa_heads_head_dim_and_mask_mismatches():
     z = torch.zeros
-    heads = explained(attend, z(1, 4, 7, 16), z(1, 2, 7, 16), z(1, 2, 7, 16))
+    heads = explained_lines(attend, z(1, 4, 7, 16), z(1, 2, 7, 16), z(1, 2, 7, 16))
     assert heads[1].startswith("scaled_dot_product_attention: F.scaled_dot_product_attention(q, k, v, attn_mask=mask)"
                                "   at test_explain_attention.py:")
     assert heads[2].split() == ["q", "(1,", "4,", "7,", "16)"] and heads[4].split() == ["k", "(1,", "2,", "7,", "16)"]
     assert heads[-1] == "  mismatch: q dim 1 (4) vs k dim 1 (2) (query and key batch/heads dims broadcast)"
-    head_dim = explained(attend, z(1, 4, 7, 16), z(1, 4, 7, 8), z(1, 4, 7, 16))
+    head_dim = explained_lines(attend, z(1, 4, 7, 16), z(1, 4, 7, 8), z(1, 4, 7, 16))
     assert head_dim[-1] == "  mismatch: q dim 3 (16) vs k dim 3 (8) (query and key must share the last dim, E)"
-    mask = explained(attend, z(1, 4, 7, 16), z(1, 4, 9, 16), z(1, 4, 9, 16), z(1, 1, 7, 7))
+    mask = explained_lines(attend, z(1, 4, 7, 16), z(1, 4, 9, 16), z(1, 4, 9, 16), z(1, 1, 7, 7))
     assert mask[-1] == ("  mismatch: mask dim 3 (7) vs k dim 2 (9) (the mask broadcasts to (…, L, S): query's L, "
                         "key's S)")
 
@@ -63,8 +56,8 @@ def test_sdpa_enable_gqa_allows_heads_that_divide():
 
 def test_einsum_subscript_and_rank_mismatches():
     z = torch.zeros
-    sizes = explained(scores, z(1, 4, 7, 16), z(1, 2, 7, 16))
+    sizes = explained_lines(scores, z(1, 4, 7, 16), z(1, 2, 7, 16))
     assert sizes[1].startswith("einsum: torch.einsum('bhqd,bhkd->bhqk', q, k)   at test_explain_attention.py:")
     assert sizes[-1] == "  mismatch: q dim 1 (4) vs k dim 1 (2) (both are 'h' in 'bhqd,bhkd->bhqk')"
-    rank = explained(scores, z(1, 4, 7, 16), z(1, 4, 7))
+    rank = explained_lines(scores, z(1, 4, 7, 16), z(1, 4, 7))
     assert rank[-1] == "  mismatch: k has 3 dims (1, 4, 7), 'bhkd' of 'bhqd,bhkd->bhqk' names 4"

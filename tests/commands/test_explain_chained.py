@@ -6,22 +6,10 @@ from __future__ import annotations
 
 import torch
 from explain_models import broken_gqa_llama
-from transcript import debug_transcript, outputs_of
+from transcript import explained
 
-import llmpdb
 
 IDS = torch.ones(1, 7, dtype=torch.long)
-
-
-def run_post_mortem(func, *args):
-    try:
-        func(*args)
-    except Exception:
-        llmpdb.post_mortem()
-
-
-def explained(func, *args):
-    return outputs_of(debug_transcript(run_post_mortem, ["c", "explain", "c"], func, *args, width=200))[0]
 
 
 def wrapped(model, how):

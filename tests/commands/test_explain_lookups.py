@@ -6,21 +6,9 @@ shape operation; a comparison is a broadcast."""
 from __future__ import annotations
 
 import torch
-from transcript import debug_transcript, outputs_of
+from transcript import explained
 
-import llmpdb
 from tiny_models import tiny_gpt2
-
-
-def run_post_mortem(func, *args):
-    try:
-        func(*args)
-    except Exception:
-        llmpdb.post_mortem()
-
-
-def explained(func, *args):
-    return outputs_of(debug_transcript(run_post_mortem, ["c", "explain", "c"], func, *args, width=200))[0]
 
 
 def shift_ids(batch):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmpdb.debugger.muting import MUTING
+from llmpdb.breakpoints.muting import MUTING
 from transcript import debug_transcript
 
 

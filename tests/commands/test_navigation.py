@@ -5,26 +5,14 @@ from __future__ import annotations
 import inspect
 import re
 
-import pytest
 import torch
 
-from llmpdb.commands.navigation import render_stop_header, set_user_root, user_root
+from llmpdb.commands.navigation import render_stop_header, user_root
 from llmpdb.forward.breakpoints import module_breakpoints
-from llmpdb.session import SESSION
 from tiny_models import plain_model, tiny_llama
-from transcript import debug_transcript
+from transcript import after, debug_transcript
 
 PREFILL = torch.tensor([[1, 2, 3, 4, 5, 6, 7]])
-
-
-@pytest.fixture(autouse=True)
-def fresh_session():
-    module_breakpoints().clear()
-    SESSION.reset()  # breakpoint numbers start at 1
-    yield
-    module_breakpoints().clear()
-    set_user_root(None)
-    SESSION.reset()
 
 
 def run_generate():
@@ -32,11 +20,6 @@ def run_generate():
     breakpoint()
     with torch.no_grad():
         return model.generate(PREFILL, max_new_tokens=2, do_sample=False)
-
-
-def after(out: str, command_index: int) -> str:
-    """The output printed after the ``command_index``-th prompt (0 is the first prompt's output)."""
-    return out.split("(llmpdb) ")[command_index + 1]
 
 
 def test_stack_model_inside_a_decoder_layer():

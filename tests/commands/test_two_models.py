@@ -4,30 +4,12 @@ from __future__ import annotations
 
 import re
 
-import pytest
 import torch
 
-from llmpdb.commands.navigation import set_user_root
-from llmpdb.forward.breakpoints import module_breakpoints
-from llmpdb.session import SESSION
 from tiny_models import tiny_llama
-from transcript import debug_transcript
+from transcript import after, debug_transcript
 
 IDS = torch.tensor([[1, 2, 3]])
-
-
-@pytest.fixture(autouse=True)
-def fresh_session():
-    module_breakpoints().clear()
-    SESSION.reset()
-    yield
-    module_breakpoints().clear()
-    set_user_root(None)
-    SESSION.reset()
-
-
-def after(out: str, command_index: int) -> str:
-    return out.split("(llmpdb) ")[command_index + 1]
 
 
 def distill():

@@ -87,6 +87,7 @@ def test_prompt_shows_rank(monkeypatch):
     monkeypatch.delenv("RANK", raising=False)
     assert debugger.prompt == "(llmpdb) "
     monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
     assert debugger.prompt == "(llmpdb r1) "
 
 

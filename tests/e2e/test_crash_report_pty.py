@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pexpect
 
-from ..test_crash_report import SCRIPT
+from ..headless.test_crash_report import SCRIPT
 from .pty_session import PtySession
 
 

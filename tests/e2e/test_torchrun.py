@@ -150,6 +150,42 @@ def test_rank0_prompts_rank1_waits_at_the_same_line_past_the_group_timeout_then_
         assert session.exitstatus == 0, rest
 
 
+@pytest.mark.timeout(90)
+def test_rank0_late_past_the_grace_joins_the_stop_rank1_prompts_for_one_prompt_per_breakpoint():
+    """Rank 0 reaches the breakpoint 6 s after rank 1 (grace 2 s): rank 1 took the terminal. Rank 0 used to
+    queue, then prompt a second time at the same breakpoint after `c` while rank 1 sat in the all-reduce,
+    and the 3 s group timeout killed the job. Now it joins rank 1's stop and continues with it."""
+    with torchrun([EXAMPLE], PYTHONBREAKPOINT="llmpdb.set_trace", DDP_LATE_RANK="0", DDP_LATE_SECONDS="6",
+                  LLMPDB_RANK_GRACE="2", DDP_TIMEOUT="30") as session:
+        header = _first_prompt(session)
+        assert session.child.after == "(llmpdb r1) ", header
+        assert "rank 0 did not stop here within 2 s; rank 1 stopped here alone" in header, header
+        session.child.expect("rank 0 waits here and continues with the others", timeout=30)
+        rows = _ranks_once(session, "r0", "waiting")
+        assert rows["r0"].startswith(f"waiting at examples/ddp_train.py:{BREAK_LINE}"), rows
+        rest = session.finish("c")
+        assert "(llmpdb r0)" not in rest and rest.count("(llmpdb r1)") == 0, rest
+        assert "rank 0/2: done" in rest and "rank 1/2: done" in rest, rest
+        assert session.exitstatus == 0, rest
+
+
+@pytest.mark.timeout(90)
+def test_quit_under_max_restarts_ends_the_job_instead_of_restarting_it():
+    """torchrun --max-restarts 2 restarted the job after `q` (it took three `q`): the elastic agent restarts
+    failed workers. The quitting rank asks its launcher to end the job."""
+    with torchrun(["--max-restarts", "2", EXAMPLE], PYTHONBREAKPOINT="llmpdb.set_trace") as session:
+        _first_prompt(session)
+        session.child.sendline("q")
+        session.child.expect("every rank of the job ends", timeout=20)
+        session.child.expect("asking torchrun \\(pid \\d+\\) to end the job instead of restarting it "
+                             "\\(2 restart\\(s\\) were left\\)", timeout=20)
+        session.child.expect(pexpect.EOF, timeout=30)
+        rest = session.child.before
+        assert "(llmpdb r" not in rest, rest  # no second round of the job prompted again
+        session.child.close()
+        assert session.child.exitstatus not in (0, None), rest
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("how", ["quit", "ctrl-d", "ctrl-c twice"])
 def test_quit_ctrl_d_or_ctrl_c_twice_on_rank0_ends_every_rank_within_10_s(how):

@@ -156,3 +156,154 @@ def test_report_replaces_an_existing_regular_file(tmp_path):
     assert result.returncode == 1
     assert path.read_text().startswith("llmpdb crash report\n")
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+# ---- hostile exceptions: deep chains, deep tracebacks, huge messages, overriding properties ----------------
+
+def run_script(tmp_path, source, args=(), timeout=60, stderr=subprocess.PIPE):
+    script = tmp_path / "hostile.py"
+    script.write_text(textwrap.dedent(source))
+    full_env = {k: v for k, v in os.environ.items() if k not in UNSET}
+    full_env.update({"NO_COLOR": "1", "PYTHONPATH": ROOT})
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "llmpdb", *args, str(script)], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=stderr, env=full_env, cwd=tmp_path, timeout=timeout)
+    return result, time.monotonic() - started
+
+
+DEEP_CHAIN = """
+    exc = None
+    for i in range(3000):
+        try:
+            if exc is None:
+                raise ValueError("the root cause")
+            raise RuntimeError(f"level {i}") from exc
+        except Exception as caught:
+            exc = caught
+    raise exc
+"""
+
+
+def test_a_3000_deep_exception_chain_is_reported_in_bounded_time_and_size(tmp_path):
+    report = tmp_path / "report.txt"
+    result, elapsed = run_script(tmp_path, DEEP_CHAIN, ["--report", str(report)], timeout=90)
+    assert result.returncode == 1
+    assert b"RuntimeError: level 2999" in result.stderr
+    assert f"llmpdb: crash report written to {report}".encode() in result.stderr.splitlines()
+    assert elapsed < 45  # it was cubic: depth 400 took 71 s
+    text = report.read_text()
+    assert len(text) < 200_000
+    chain = text.split("== traceback ==\n")[1].split("\n== ")[0]
+    assert "ValueError: the root cause" in chain and "RuntimeError: level 2999" in chain  # both ends kept
+    assert "[... 2,975 chained exceptions left out ...]" in chain
+    assert "(2,975 more chained exceptions left out)" in text  # the header's list of locations too
+    assert chain.count("The above exception was the direct cause") == 23
+
+
+DEEP_RECURSION = """
+    import sys
+    sys.setrecursionlimit(1100)
+    def down(n):
+        return down(n + 1) if n % 2 else up(n + 1)
+    def up(n):
+        return down(n + 1)
+    down(0)
+"""
+
+
+def test_a_very_deep_traceback_stays_fast_and_bounded(tmp_path):
+    report = tmp_path / "report.txt"
+    result, elapsed = run_script(tmp_path, DEEP_RECURSION, ["--report", str(report)], timeout=90)
+    assert result.returncode == 1
+    assert b"RecursionError: maximum recursion depth exceeded" in result.stderr
+    assert elapsed < 45
+    text = report.read_text()
+    assert len(text) < 300_000
+    chain = text.split("== traceback ==\n")[1].split("\n== ")[0]
+    assert "frames left out ...]" in chain and chain.rstrip().endswith("maximum recursion depth exceeded")
+    assert "outer frames left out)" in text  # stack-model shows the innermost frames
+    assert "frames not shown: the report shows the shapes of 60 frames" in text
+
+
+HUGE_MESSAGE = """
+    raise ValueError("HEAD" + "x" * 50_000_000 + "TAIL")
+"""
+
+
+def test_a_50_mb_message_is_cut_in_the_report(tmp_path):
+    report = tmp_path / "report.txt"
+    result, _ = run_script(tmp_path, HUGE_MESSAGE, ["--report", str(report)], timeout=90,
+                           stderr=subprocess.DEVNULL)
+    assert result.returncode == 1
+    size = report.stat().st_size
+    assert size < 100_000  # it held the message four times: 200 MB
+    text = report.read_text()
+    assert "ValueError: HEADxxx" in text and "xxxTAIL" in text
+    assert "[... 49,996,008 characters cut ...]" in text
+
+
+HOSTILE = """
+    import os
+    def touch(name):
+        open(os.path.join(os.path.dirname(os.path.abspath(__file__)), name), "w").close()
+
+    class Hostile(Exception):
+        @property
+        def __traceback__(self):
+            touch("touched-traceback")
+            raise RuntimeError("gotcha traceback")
+        @property
+        def __cause__(self):
+            touch("touched-cause")
+            raise RuntimeError("gotcha cause")
+        @property
+        def __context__(self):
+            touch("touched-context")
+            raise RuntimeError("gotcha context")
+        @property
+        def __suppress_context__(self):
+            touch("touched-suppress")
+            raise RuntimeError("gotcha suppress")
+        def __str__(self):
+            raise KeyboardInterrupt("gotcha str")
+
+    def fail():
+        try:
+            {}["missing"]
+        except KeyError as exc:
+            raise Hostile("x") from exc
+    fail()
+"""
+
+
+def test_an_exception_whose_properties_raise_still_gets_its_traceback_and_report(tmp_path):
+    report = tmp_path / "report.txt"
+    result, _ = run_script(tmp_path, HOSTILE, ["--report", str(report)])
+    stderr = result.stderr.decode()
+    assert result.returncode == 1
+    assert "gotcha" not in stderr and "llmpdb/" not in stderr  # no llmpdb traceback
+    assert f"llmpdb: crash report written to {report}" in stderr.splitlines()
+    assert "Hostile: <exception str() failed>" in stderr  # as plain python prints it
+    assert "KeyError: 'missing'" in stderr and "direct cause" in stderr
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("touched")]  # no property ran
+    text = report.read_text()
+    assert "location: " in text and "hostile.py:" in text and "fail()" in text
+    assert "Hostile: <exception str() failed>" in text and "KeyError: 'missing'" in text
+    assert "could not be made" not in text
+
+
+def test_report_to_dev_full_is_one_line_and_exit_1(tmp_path):
+    result, _ = run_crashing(tmp_path, ["--report", "/dev/full"])
+    assert result.returncode == 1
+    assert "llmpdb: no crash report: cannot write /dev/full: it is a character device" in result.stderr.splitlines()
+    assert "ValueError: the model failed" in result.stderr
+    assert "Traceback (most recent call last):" in result.stderr
+    assert "OSError" not in result.stderr
+
+
+def test_a_full_stderr_still_writes_the_report_and_exits_1(tmp_path):
+    report = tmp_path / "report.txt"
+    with open("/dev/full", "w") as full:
+        result, _ = run_script(tmp_path, "raise ValueError('boom')\n", ["--report", str(report)], stderr=full)
+    assert result.returncode == 1
+    assert "ValueError: boom" in report.read_text()

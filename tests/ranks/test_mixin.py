@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m pytest tests/test_distributed.py -q
+    python -m pytest tests/ranks/test_mixin.py -q
 
 The other rank is a thread speaking the same store protocol. Real torchrun jobs are in
 tests/e2e/test_torchrun.py.
@@ -60,9 +60,9 @@ def test_rank0_prompts_and_rank0_skip_runs_the_next_hits_through(as_rank):
     assert out.count("(llmpdb r0) ") >= 5
     ranks = out.split("(llmpdb r0) ")[2]
     assert ranks.splitlines()[0].startswith("r0*  prompt at ")
-    assert "test_distributed.py:" in ranks and "(loop) for " in ranks
+    assert "test_mixin.py:" in ranks and "(loop) for " in ranks
     assert "r1   ? (not heard from: it has not stopped yet)" in ranks
-    assert f"rank0: the next 2 hits of tests/test_distributed.py:{LOOP_LINE} (loop) run through on every rank" in out
+    assert f"rank0: the next 2 hits of tests/ranks/test_mixin.py:{LOOP_LINE} (loop) run through on every rank" in out
     assert "  skip: hits up to #3 of " in out
     assert "(llmpdb r0) 3\n" in out  # hits 2 and 3 (i = 1, 2) ran through: the next stop is i = 3
     assert job.terminal_owner() is None and job.record(0).state == "running"

@@ -3,7 +3,7 @@ with two ranks as two threads of this process.
 
 Usage::
 
-    python -m pytest tests/test_rank_wait.py -q
+    python -m pytest tests/ranks/test_wait.py -q
 """
 
 from __future__ import annotations
@@ -149,3 +149,57 @@ def test_rank_k_hands_the_terminal_to_a_waiting_rank(ranks):
     worker.publish("prompt", "x.py:52 (main)", STOP)
     _later(0.2, lambda: worker.release(STOP))
     assert wait_at_stop(boss, STOP, grace=0.05, poll=0.02) == (RESUME, "")  # rank 0 waits for rank 1 now
+
+
+class _Counting:
+    """The store a rank sees, counting the requests it sends."""
+
+    def __init__(self, store):
+        self.store, self.calls = store, []
+
+    def __getattr__(self, name):
+        method = getattr(self.store, name)
+
+        def counted(*args, **kwargs):
+            self.calls.append(name)
+            return method(*args, **kwargs)
+        return counted
+
+
+def test_a_paused_rank_costs_one_store_request_a_poll_and_wakes_on_release():
+    """At 1,024 ranks a poll of every key was tens of thousands of requests a second on rank 0's host: while
+    nothing changes a waiting rank reads one counter; a release (any change that matters) wakes it."""
+    store = dist.PrefixStore("llmpdb/", dist.HashStore())
+    boss = RankJob(store, 0, 4, 0, "test")
+    counting = _Counting(store)
+    worker = RankJob(counting, 2, 4, 0, "test")
+    boss.try_lock_terminal()
+    boss.publish("prompt", "x.py:52 (main)", STOP)
+    other = RankJob(store, 1, 4, 0, "test")
+    polls = []
+
+    def sleep(seconds):
+        polls.append(seconds)
+        if len(polls) == 5:
+            other.publish("waiting", "x.py:52 (main)", STOP)  # another rank arriving wakes nobody
+        if len(polls) == 40:
+            boss.release(STOP)
+        time.sleep(0.001)
+
+    assert wait_at_stop(worker, STOP, grace=3600, poll=0.5, sleep=sleep) == (RESUME, "")
+    first_look = counting.calls.index("add", counting.calls.index("add") + 1)  # the full look ends at the 2nd poll
+    steady = counting.calls[first_look:]
+    assert steady.count("add") >= 39
+    assert len(steady) - steady.count("add") <= 12, steady  # one look after the release, nothing between
+    assert len(polls) == 40 and set(polls) == {0.5}
+
+
+def test_bad_poll_and_grace_settings_fall_back_to_the_defaults(monkeypatch):
+    from llmpdb.ranks.wait import grace_seconds, poll_interval
+
+    for value in ("inf", "nan", "-inf", "abc", "1e400"):
+        monkeypatch.setenv("LLMPDB_RANK_POLL", value)
+        monkeypatch.setenv("LLMPDB_RANK_GRACE", value)
+        assert poll_interval() == 1.0 and grace_seconds() == 5.0
+    monkeypatch.setenv("LLMPDB_RANK_POLL", "1e9")
+    assert poll_interval() == 60.0

@@ -73,6 +73,7 @@ def test_bad_addresses_are_one_line(spec):
 
 def test_a_listener_socket_is_0600_and_named_after_the_job(runtime, monkeypatch):
     monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("WORLD_SIZE", "4")
     listener = remote.Listener.from_spec("", log=print)
     listener.open()
     try:

@@ -1,4 +1,4 @@
-"""llmpdb/config_file.py on real files: paths, values, warnings, refused files, the cache."""
+"""llmpdb/render/config_file.py on real files: paths, values, warnings, refused files, the cache."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import threading
 
 import pytest
 
-from llmpdb import config_file
+from llmpdb.render import config_file
 from llmpdb.render.style import Style
-from llmpdb.config_file import Config, config, config_path, load_config, parse_config, style_for, take_warnings
+from llmpdb.render.config_file import Config, config, config_path, load_config, parse_config, style_for, take_warnings
 
 FULL = '''
 color = "never"

@@ -2,7 +2,7 @@
 
 Usage::
 
-    from llmpdb.config_file import config
+    from llmpdb.render.config_file import config
     cfg = config()                 # a Config; defaults when there is no file or it is bad
     cfg.color, cfg.colors, cfg.width, cfg.shapes["stats"], cfg.history_size, cfg.banner
     for line in take_warnings(): print(line)   # each problem once per process
@@ -32,7 +32,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 
-from .render.style import ROLES, Style, color_code, color_enabled
+from .style import ROLES, Style, color_code, color_enabled
 
 __all__ = ["Config", "config", "config_path", "load_config", "parse_config", "take_warnings", "style_for",
            "MAX_BYTES"]
@@ -96,21 +96,28 @@ def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _shown_key(key) -> str:
+    """A key from the file as data: itself when printable, else its ``repr`` (a newline or ESC never shows)."""
+    text = str(key)
+    return text if text.isprintable() else repr(text)
+
+
 def parse_config(text: str, path: str = "config.toml") -> Config:
     """Usage: ``parse_config('color = "never"', path)`` -> a ``Config``; problems go to ``.warnings``."""
     try:
         import tomllib
     except ImportError:  # Python 3.10
         return Config(path=path, warnings=(f"llmpdb: config {path}: ignored (reading TOML needs Python 3.11+)",))
+    where = _shown_key(path)  # the file's name in a warning, as data
     try:
         data = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, ValueError, RecursionError) as exc:
-        return Config(path=path, warnings=(f"llmpdb: config {path}: not valid TOML ({exc}); using defaults",))
+        return Config(path=path, warnings=(f"llmpdb: config {where}: not valid TOML ({exc}); using defaults",))
     warnings: list[str] = []
     values: dict = {}
 
     def bad(key: str, why: str) -> None:
-        warnings.append(f"llmpdb: config {path}: {key}: {why}; using the default")
+        warnings.append(f"llmpdb: config {where}: {key}: {why}; using the default")
 
     for key, value in data.items():
         if key == "color":
@@ -140,9 +147,10 @@ def parse_config(text: str, path: str = "config.toml") -> Config:
             colors = {}
             for role, name in value.items():
                 if role not in ROLES:
-                    bad(f"colors.{role}", f"unknown role (roles: {', '.join(ROLES)})")
+                    bad(f"colors.{_shown_key(role)}", f"unknown role (roles: {', '.join(ROLES)})")
                 elif not isinstance(name, str) or color_code(name) is None:
-                    bad(f"colors.{role}", f"{name!r} is not a colour name (e.g. \"bold red\", \"bright_cyan\")")
+                    bad(f"colors.{_shown_key(role)}",
+                        f"{name!r} is not a colour name (e.g. \"bold red\", \"bright_cyan\")")
                 else:
                     colors[role] = name
             values["colors"] = colors
@@ -154,14 +162,14 @@ def parse_config(text: str, path: str = "config.toml") -> Config:
             for option, setting in value.items():
                 kind = _SHAPES_OPTIONS.get(option)
                 if kind is None:
-                    bad(f"shapes.{option}", f"unknown option (options: {', '.join(_SHAPES_OPTIONS)})")
+                    bad(f"shapes.{_shown_key(option)}", f"unknown option (options: {', '.join(_SHAPES_OPTIONS)})")
                 elif not isinstance(setting, kind):
-                    bad(f"shapes.{option}", f"{setting!r} is not true or false")
+                    bad(f"shapes.{_shown_key(option)}", f"{setting!r} is not true or false")
                 else:
                     shapes[option] = setting
             values["shapes"] = shapes
         else:
-            warnings.append(f"llmpdb: config {path}: unknown key {key!r} ignored")
+            warnings.append(f"llmpdb: config {where}: unknown key {key!r} ignored")
     return Config(path=path, warnings=tuple(warnings), **values)
 
 

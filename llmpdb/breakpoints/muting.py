@@ -2,7 +2,7 @@
 
 Usage::
 
-    from llmpdb.debugger.muting import MUTING
+    from llmpdb.breakpoints.muting import MUTING
     if MUTING.skip(frame): return        # hooks.py, before a breakpoint()/set_trace() stop
     MUTING.opened(frame)                 # remember the site that opened this stop (for `mute HERE`)
     MUTING.mute_site(site); MUTING.mute_all = True; MUTING.unmute()
