@@ -9,7 +9,8 @@ Usage (``llmpdb.headless.policy`` calls them)::
 - The program exits normally: ``close`` runs from ``atexit``.
 - A forked ``multiprocessing`` child (a DataLoader worker) that opened its own listener at a stop: such a
   child ends with ``os._exit``, which skips ``atexit``; ``close`` is also one of multiprocessing's
-  finalizers, which the child runs before ``os._exit``.
+  finalizers, which the child runs before ``os._exit``; and as it may be ended by SIGTERM
+  (``Pool.terminate``, a DataLoader's shutdown), SIGTERM/SIGHUP remove its files for the rest of its life.
 - ``SIGTERM`` or ``SIGHUP`` during a wait for a client, whose action is the default (the process would die
   without ``atexit``): the files are removed, the default action is put back and the signal raised again,
   so the process still dies by that signal (its parent sees -15 or -1). Only during the wait: a Python
@@ -57,10 +58,7 @@ def _on_signal(signum, frame) -> None:
     os.kill(os.getpid(), signum)
 
 
-@contextlib.contextmanager
-def signals_remove_files():
-    """Usage: ``with signals_remove_files(): conn = listener.wait_client(deadline)``; SIGTERM/SIGHUP with
-    the default action remove this process's files while the block runs (see above)."""
+def _install() -> list[int]:
     installed = []
     if threading.current_thread() is threading.main_thread():
         for signum in SIGNALS:
@@ -70,6 +68,14 @@ def signals_remove_files():
                     installed.append(signum)
             except (ValueError, OSError):
                 continue
+    return installed
+
+
+@contextlib.contextmanager
+def signals_remove_files():
+    """Usage: ``with signals_remove_files(): conn = listener.wait_client(deadline)``; SIGTERM/SIGHUP with
+    the default action remove this process's files while the block runs (see above)."""
+    installed = _install()
     try:
         yield
     finally:
@@ -115,10 +121,11 @@ def remove_at_end(listener, close: Callable[[], None], seat=None) -> None:
     close = _once(close)
     atexit.register(close)
     mp = sys.modules.get("multiprocessing")
-    if mp is not None and mp.parent_process() is not None:  # a multiprocessing child: ends by os._exit
-        from multiprocessing import util
+    if mp is not None and mp.parent_process() is not None:  # a multiprocessing child: ends by os._exit,
+        from multiprocessing import util                     # or by SIGTERM (Pool.terminate, DataLoader)
 
         util.Finalize(None, close, exitpriority=100)
+        _install()
 
 
 if hasattr(os, "register_at_fork"):
