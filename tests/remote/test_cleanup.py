@@ -44,7 +44,8 @@ class Job:
                 "XDG_RUNTIME_DIR": self.run_dir, "LLMPDB_HEADLESS": "attach", **env}
         with open(self.err, "w") as err:
             self.proc = subprocess.Popen([sys.executable, str(tmp_path / "job.py"), *args], cwd=tmp_path, env=full,
-                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, text=True)
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, text=True,
+                                         start_new_session=True)  # its forked children are killed with it
 
     def files(self) -> list[str]:
         try:
@@ -68,9 +69,11 @@ class Job:
         return self.proc.returncode, out
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.communicate()
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # the job and any child it forked (a pool worker)
+        except OSError:
+            pass
+        self.proc.wait()
 
 
 @pytest.fixture
@@ -113,9 +116,9 @@ WORKERS = textwrap.dedent(
     breakpoint()                 # the parent's own stop: its listener stays open for later stops
     mine = listing()
     ctx = mp.get_context("fork")
-    with ctx.Pool(2) as pool:
-        print("results", pool.map(stop_in_worker, range(2)), flush=True)
-        pids = sorted(pool._pool[i].pid for i in range(2))
+    pool = ctx.Pool(2)
+    print("results", pool.map(stop_in_worker, range(2)), flush=True)
+    pool.close(); pool.join()    # the workers end as a DataLoader's do: told to, then os._exit
     proc = ctx.Process(target=stop_in_worker, args=(5,))
     proc.start(); proc.join()
     print("parent", os.getpid(), "before", mine, "after", listing(), flush=True)
