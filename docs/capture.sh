@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerate every transcript shown in docs/commands.md and docs/tutorial.md from the real debugger.
+# Regenerate every transcript shown in README.md, docs/commands.md and docs/tutorial.md from the real debugger.
 #
 # Usage:
 #   docs/capture.sh                    # every transcript to stdout, each after a "==> NAME <==" line
@@ -246,7 +246,7 @@ capture() {  # capture NAME: the transcript on stdout
 }
 
 check_docs() {  # check_docs DIR: every tagged block of docs/*.md against DIR/NAME.txt
-    "$PY" - "$1" "$REPO/docs/commands.md" "$REPO/docs/tutorial.md" <<'PYEOF'
+    "$PY" - "$1" "$REPO/README.md" "$REPO/docs/commands.md" "$REPO/docs/tutorial.md" <<'PYEOF'
 import os
 import re
 import sys

@@ -43,7 +43,7 @@ from .render.config_file import config, style_for
 from .render.style import Style
 from .render.tensors import render_tensors
 
-__all__ = ["shapes", "stack_model", "kv", "statediff"]
+__all__ = ["shapes", "stack_model", "kv", "statediff", "grads", "tokens"]
 
 
 def _width() -> int:
@@ -169,3 +169,50 @@ def statediff(model: Any, other: Any, *, unsafe_trusted: bool = False, full: boo
         return diff
     finally:
         del caller
+
+
+def grads(model: Any, pattern: str | None = None, *, show: bool = True):
+    """Usage: ``llmpdb.grads(model)`` after ``loss.backward()`` (or ``grads(model, "layers.0")``): what
+    ``grads`` prints, per parameter grouped by layer: the gradient's norm, ``None`` grads, frozen parameters,
+    NaN/Inf; returns the ``GradReport``. Reads gradient values (one norm each), never parameter values."""
+    from .inspect.grads import grad_report
+    from .inspect.kinds import is_module
+    from .render.grads import render_grads
+
+    if not is_module(model):
+        raise TypeError(f"llmpdb.grads: a torch module is needed, not a {type(model).__name__}")
+    report = grad_report(model, pattern)
+    if show:
+        _show(render_grads(report, width=_width(), style=_style()))
+    return report
+
+
+def tokens(inputs: Any = None, tokenizer: Any = None, *, row: int | None = None, show: bool = True):
+    """Usage: ``llmpdb.tokens(inputs, tokenizer)`` (or ``llmpdb.tokens()``: the caller's ``input_ids`` and
+    tokenizer, found by type): ``input_ids`` decoded token by token, padding and its side, special tokens,
+    truncation, as ``tokens`` prints it; returns the ``TokenReport``."""
+    from .inspect.tokens import find_inputs, find_tokenizers, is_tokenizer, split_inputs, token_report
+    from .render.tokens import render_tokens
+
+    caller = sys._getframe(1)
+    local_vars = frame_locals(caller)
+    if inputs is None:
+        found = find_inputs(local_vars)
+        if found is None:
+            raise ValueError("llmpdb.tokens: no input_ids in the caller's frame; pass them: tokens(inputs)")
+        inputs = found[1]
+    if tokenizer is None:
+        candidates = find_tokenizers(local_vars, caller.f_globals)
+        if len(candidates) > 1:
+            names = ", ".join(name for name, _ in candidates)
+            raise ValueError(f"llmpdb.tokens: several tokenizers ({names}): pass one: tokens(inputs, tok)")
+        tokenizer = candidates[0][1] if candidates else None
+    elif not is_tokenizer(tokenizer):
+        raise TypeError(f"llmpdb.tokens: {type(tokenizer).__name__} is not a transformers tokenizer")
+    ids, mask = split_inputs(inputs)
+    rows = [row] if row is not None else list(range(min(len(ids), 8)))
+    report = token_report(tokenizer, ids, mask, rows=rows)
+    if show:
+        _show(render_tokens(report, width=_width(), style=_style()))
+    return report
+

@@ -22,7 +22,7 @@ from .breakpoints.muting import MUTING
 from .session import SESSION
 from .debugger.thread_gate import STOP_GATE
 
-__all__ = ["set_trace", "post_mortem", "breakpointhook", "install", "uninstall", "disabled",
+__all__ = ["set_trace", "post_mortem", "pm", "breakpointhook", "install", "uninstall", "disabled",
            "get_debugger", "set_debugger"]
 
 _DEBUGGER = None
@@ -124,6 +124,18 @@ def post_mortem(tb=None) -> None:
     debugger = get_debugger()
     debugger.reset()
     debugger.interaction(None, tb)
+
+
+def pm() -> None:
+    """Usage: ``llmpdb.pm()``; like ``pdb.pm()``: debug the last uncaught exception (``sys.last_exc``, or
+    ``sys.last_traceback``), the cell that failed in IPython or a notebook, whatever is being handled now."""
+    if disabled():
+        return
+    last = getattr(sys, "last_exc", None)
+    tb = _TRACEBACK.__get__(last) if isinstance(last, BaseException) else getattr(sys, "last_traceback", None)
+    if tb is None:
+        raise ValueError("pm() needs an uncaught exception first: nothing has failed in this session yet")
+    post_mortem(tb)
 
 
 SESSION.stopper = lambda frame, header: set_trace(frame, header=header)  # forward hooks stop through this

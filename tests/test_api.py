@@ -130,3 +130,37 @@ def test_no_cache_is_a_clear_error():
     with pytest.raises(ValueError, match="no KV cache in the caller's frame"):
         llmpdb.kv()
     assert nothing == 1
+
+
+def test_grads_and_tokens_from_a_notebook_cell_return_the_records(capsys):
+    """The Python API covers what a notebook user asks at a stop: gradients after backward, the tokens of a
+    batch; each prints the command's table and returns its record, checked here against torch itself."""
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(ROOT, "examples"))
+    import tiny
+
+    tokenizer = tiny.build_tokenizer()
+    model = tiny.build_model(tokenizer=tokenizer)
+    batch = tokenizer(["hello world", "hi"], return_tensors="pt", padding=True)
+    model.model.layers[0].mlp.requires_grad_(False)
+    model(**batch, labels=batch["input_ids"]).loss.backward()
+
+    report = llmpdb.grads(model)
+    printed = capsys.readouterr().out
+    expected = {name: p.grad.norm().item() for name, p in model.named_parameters() if p.grad is not None}
+    got = {p.name: p.norm for _, params in report.groups for p in params if p.norm is not None}
+    assert got.keys() == expected.keys()
+    assert all(abs(got[k] - expected[k]) <= 1e-5 * max(1.0, expected[k]) for k in expected)
+    assert "frozen" in printed and "model.layers.0" in printed
+
+    inputs = batch
+    tok = tokenizer
+    tokens_report = llmpdb.tokens()  # the caller's inputs and tokenizer, found by type
+    printed = capsys.readouterr().out
+    assert [s.length for s in tokens_report.sequences] == [len(r) for r in inputs["input_ids"].tolist()]
+    assert tokenizer.padding_side in printed and "pad" in printed
+    assert llmpdb.tokens(inputs, tok, show=False) is not None and capsys.readouterr().out == ""
+    with pytest.raises(TypeError, match="a torch module is needed, not a BatchEncoding"):
+        llmpdb.grads(inputs)

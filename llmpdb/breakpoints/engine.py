@@ -75,6 +75,10 @@ class EngineBase:
         """End of the debugging run: same as ``deactivate``."""
         self.deactivate()
 
+    def release_cleared(self) -> None:
+        """Breakpoints were cleared at a prompt: release what only they needed, now (engines that change
+        code or events per code object override it; the next ``activate`` plans as usual)."""
+
     def lines_for(self, code) -> frozenset[int]:
         """Breakpoint lines inside ``code`` (cached per code object; ``ALL_LINES`` for a function breakpoint)."""
         entry = self.code_lines.get(identity(code))

@@ -30,11 +30,12 @@ from .bytecode import first_line, may_reach
 from .guards import GUARDED, arm_guards, covers, is_guarded
 from .heap_walk import breakpoint_code_on_heap
 from .interrupt import register_delivery
+from .hooked_dynamo import DynamoHandOff
 from .trace import TraceEngine
 from .patching import LOADERS as _LOADERS
 from .patching import REGISTRY as _REGISTRY
 from .patching import hooked_tree as _hooked_tree
-from .patching import code_tree, dynamo_loaded, dynamo_wrapped_code, install_audit_hook, is_dynamo_file
+from .patching import called_by_dynamo, code_tree, dynamo_loaded, install_audit_hook
 from .patching import AUDIT_SINK, restore_all
 
 __all__ = ["HookEngine"]
@@ -42,7 +43,7 @@ __all__ = ["HookEngine"]
 _EMPTY: frozenset[int] = frozenset()
 
 
-class HookEngine(TraceEngine):
+class HookEngine(DynamoHandOff, TraceEngine):
     """Breakpoint lines call a hook compiled into the code; no trace function while continuing."""
 
     def __init__(self, pdb: Any):
@@ -57,6 +58,7 @@ class HookEngine(TraceEngine):
         self.problems_seen = False  # some code holding breakpoint lines could not be hooked: trace it
         self.tried_late: dict[int, types.CodeType] = {}
         self.dynamo_codes: dict[int, types.CodeType] = {}  # code torch.compile reads: never hooked
+        self.dynamo_read: dict[int, types.CodeType] = {}  # code dynamo was handed (``gave_dynamo``): for good
         self.said: set[str] = set()  # dynamo notes already shown at the prompt
 
     # ---- arming ----------------------------------------------------------------------------------------
@@ -153,8 +155,9 @@ class HookEngine(TraceEngine):
                 return None
         seen: set[int] = set()
         functions = []
-        for func, hooked, _ in _REGISTRY.patched:
-            if func.__code__ is hooked and identity(func) not in seen:
+        for func, hooked, original in _REGISTRY.patched:
+            code = func.__code__  # the original when a ``clear`` at the prompt gave it back (``release_cleared``)
+            if (code is hooked or code is original) and identity(func) not in seen:
                 seen.add(identity(func))
                 functions.append(func)
         return functions
@@ -167,8 +170,8 @@ class HookEngine(TraceEngine):
         suspended, self.suspended = self.suspended, []
         self.pending = set()
         if reuse is None:
-            self.tried_late = {}
-            self.dynamo_codes = {}
+            self.tried_late = dict(self.dynamo_read)
+            self.dynamo_codes = dict(self.dynamo_read)
         else:  # dynamo's code stays dynamo's; nothing else is known not to be hookable
             self.tried_late = dict(self.dynamo_codes)
         canonic = self.pdb.canonic
@@ -210,39 +213,12 @@ class HookEngine(TraceEngine):
         _REGISTRY.generation += 1
         self.generation = _REGISTRY.generation
 
-    def _find_dynamo_code(self, objects: list, breaks: dict[str, frozenset[int]]) -> None:
-        """Code trees of breakpoint files that ``torch.compile`` wrappers compile: they stay unhooked."""
-        for obj in objects:
-            if type(obj) is not types.FunctionType or not is_dynamo_file(obj.__code__.co_filename):
-                continue
-            wrapped = dynamo_wrapped_code(obj)
-            if wrapped is None or self.pdb.canonic(wrapped.co_filename) not in breaks:
-                continue
-            for code in code_tree(wrapped):
-                self.dynamo_codes[identity(code)] = code
-                self.tried_late[identity(code)] = code
-            self._say_dynamo(wrapped)
-
-    def _say_dynamo(self, code: types.CodeType) -> None:
-        if not self._tree_has_lines_unhooked(code):
-            return
-        note = (f"{code.co_name} ({code.co_filename}:{code.co_firstlineno}) runs under torch.compile: "
-                "traced instead of hooked")
-        self.problems_seen = True
-        if note not in self.said:
-            self.said.add(note)
-            self.problems.append(note)
-
-    def _tree_has_lines_unhooked(self, code: types.CodeType) -> bool:
-        file_lines = self.hook_breaks.get(self.pdb.canonic(code.co_filename))
-        return bool(file_lines) and any(code_breakpoint_lines(c, file_lines) for c in code_tree(code))
-
     def _hook_late(self, code: types.CodeType, frame=None) -> None:
         """Original code holding breakpoint lines is being called: hook its functions for the next calls."""
         if identity(code) in self.tried_late and self.tried_late[identity(code)] is code:
             return  # once per code object: it could not be hooked, or its functions were hooked already
         self.tried_late[identity(code)] = code
-        if dynamo_loaded() and _called_by_dynamo(frame):
+        if dynamo_loaded() and frame is not None and called_by_dynamo(frame.f_back):
             for nested in code_tree(code):  # torch.compile runs it: dynamo must never read a hook
                 self.dynamo_codes[identity(nested)] = nested
                 self.tried_late[identity(nested)] = nested
@@ -347,10 +323,24 @@ class HookEngine(TraceEngine):
             self.arm_seconds += time.perf_counter() - started
         self.hook_breaks = {}
         arm_guards({}, self.pdb.canonic)
-        self.dynamo_codes = {}
+        self.dynamo_codes = dict(self.dynamo_read)
         self.old_frames = []
         self.suspended = []
         self.pending = set()
+
+    def release_cleared(self) -> None:
+        """Breakpoints were cleared at a prompt: every function gets its original code back at once (a
+        program that marshals or compares ``__code__`` right after the stop sees the original); the next
+        ``continue`` hooks what the remaining breakpoints need. Frames already running hooked code keep it
+        (their hooks are covered as for any running frame)."""
+        if not self.hook_breaks or self.pdb.fb_breakpoint_lines() == self.hook_breaks:
+            return
+        if _REGISTRY.untracked or _REGISTRY.active is not self:
+            self._unhook()
+            return
+        for func, hooked, original in _REGISTRY.patched:  # the registry stays: ``continue`` re-hooks
+            if func.__code__ is hooked:                    # these without a heap walk
+                func.__code__ = original
 
     def close(self) -> None:
         """Deactivate and put every function's original code back."""
@@ -410,16 +400,6 @@ class HookEngine(TraceEngine):
 INVISIBLE_CODE_IDS.add(identity(HookEngine.hit.__code__))  # ``step`` onto a hooked line never enters it
 register_delivery(HookEngine._global, HookEngine._local, HookEngine._hook_local, HookEngine._hook_global,
                   HookEngine._calls_untraced, HookEngine.hit)
-
-
-def _called_by_dynamo(frame) -> bool:
-    """Whether ``frame`` runs under ``torch.compile``: a ``torch/_dynamo`` frame is among its callers."""
-    walk = frame.f_back if frame is not None else None
-    while walk is not None:
-        if is_dynamo_file(walk.f_code.co_filename):
-            return True
-        walk = walk.f_back
-    return False
 
 
 def _frame_of(generator):

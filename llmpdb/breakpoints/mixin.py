@@ -291,11 +291,14 @@ class FastBreakpointsMixin(SafeInterruptMixin):
         return self.trace_dispatch
 
     # ---- bdb methods that change what must be delivered ------------------------------------------------
-    def _fb_breaks_changed(self) -> None:
+    def _fb_breaks_changed(self, cleared: bool = False) -> None:
         state = self._fb_state()
         state["breaks_gen"] += 1
-        if state["depth"] == 0 and state["mode"] in (CONTINUE, WATCH) and state["engine"] is not None:
-            state["engine"].refresh()  # changed from outside a stop, e.g. another thread or an API call
+        engine = state["engine"]
+        if state["depth"] == 0 and state["mode"] in (CONTINUE, WATCH) and engine is not None:
+            engine.refresh()  # changed from outside a stop, e.g. another thread or an API call
+        elif cleared and state["depth"] and engine is not None:
+            engine.release_cleared()  # at a prompt: the code goes back as it was now, not at the next command
 
     def set_break(self, *args, **kwargs):
         result = super().set_break(*args, **kwargs)
@@ -304,22 +307,22 @@ class FastBreakpointsMixin(SafeInterruptMixin):
 
     def clear_break(self, *args, **kwargs):
         result = super().clear_break(*args, **kwargs)
-        self._fb_breaks_changed()
+        self._fb_breaks_changed(cleared=True)
         return result
 
     def clear_bpbynumber(self, *args, **kwargs):
         result = super().clear_bpbynumber(*args, **kwargs)
-        self._fb_breaks_changed()
+        self._fb_breaks_changed(cleared=True)
         return result
 
     def clear_all_file_breaks(self, *args, **kwargs):
         result = super().clear_all_file_breaks(*args, **kwargs)
-        self._fb_breaks_changed()
+        self._fb_breaks_changed(cleared=True)
         return result
 
     def clear_all_breaks(self, *args, **kwargs):
         result = super().clear_all_breaks(*args, **kwargs)
-        self._fb_breaks_changed()
+        self._fb_breaks_changed(cleared=True)
         return result
 
     def set_quit(self):

@@ -164,6 +164,22 @@ class MonitoringEngine(EngineBase):
             frame = sys._getframe(1)
             self.activate(self.pdb.fast_breakpoints_mode(), frame)
 
+    def release_cleared(self) -> None:
+        """Breakpoints were cleared at a prompt: code objects that only they needed lose their local events
+        now; the next ``activate`` plans (and restarts events) as usual."""
+        if self.tool is None:
+            return
+        breaks = self.pdb.fb_breakpoint_lines()
+        if breaks == self.breaks:
+            return
+        self.breaks = breaks
+        self.code_lines.clear()
+        self.plans.clear()
+        self.key = None
+        self.watch_disabled = True  # events to restart at the next plan, although ``breaks`` is current
+        for code, _ in list(self.local.values()):
+            self._set_local(code, self._wanted_local(code))
+
     def deactivate(self) -> None:
         """Stop all events and free the tool id."""
         tool, self.tool = self.tool, None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import gc
 import sys
+import threading
 import types
 from typing import Any
 
@@ -18,7 +19,8 @@ from .bytecode import instrument
 from .interrupt import register_delivery
 
 __all__ = ["REGISTRY", "HOOK_CODE", "hooked_tree", "restore_all", "LOADERS", "install_audit_hook",
-           "fast_breakpoint_hook", "AUDIT_SINK", "dynamo_loaded", "is_dynamo_file", "dynamo_wrapped_code", "code_tree"]
+           "fast_breakpoint_hook", "AUDIT_SINK", "dynamo_loaded", "is_dynamo_file", "dynamo_wrapped_code", "code_tree",
+           "called_by_dynamo"]
 
 
 class _Registry:
@@ -75,6 +77,16 @@ def dynamo_wrapped_code(wrapper: types.FunctionType) -> types.CodeType | None:
     return wrapped.__code__ if type(wrapped) is types.FunctionType else None
 
 
+def called_by_dynamo(frame) -> bool:
+    """Whether ``frame`` runs under ``torch.compile``: it or one of its callers is a ``torch/_dynamo`` frame."""
+    walk = frame
+    while walk is not None:
+        if is_dynamo_file(walk.f_code.co_filename):
+            return True
+        walk = walk.f_back
+    return False
+
+
 def code_tree(code: types.CodeType):
     """Usage: ``for c in code_tree(code)``; ``code`` and every code object nested in it."""
     yield code
@@ -119,6 +131,8 @@ def hooked_tree(code: types.CodeType, lines_of: Any, memo: dict, problems: list)
     memo[key] = (code, new)
     if new is not None:
         REGISTRY.hooked[identity(new)] = (new, code)
+        if dynamo_loaded():
+            AUDIT_SINK.watch_code_reads(True)
     return new
 
 
@@ -142,6 +156,7 @@ def restore_all() -> int:
     REGISTRY.patched.clear()
     REGISTRY.untracked = False
     REGISTRY.generation += 1
+    AUDIT_SINK.watch_code_reads(False)
     return restored
 
 
@@ -202,18 +217,71 @@ def _audit(event: str, args: tuple) -> None:
         engine.problems.append(f"audit hook failed: {type(exc).__name__}: {exc}")
 
 
+def _imported(args: tuple) -> None:
+    """``torch._dynamo`` is being imported while code is hooked: from now on dynamo may read it."""
+    name = args[0]
+    if REGISTRY.hooked and type(name) is str and name.startswith("torch._dynamo"):
+        AUDIT_SINK.watch_code_reads(True)
+
+
+_READING = set()  # threads inside ``_code_read`` (it reads ``__code__`` itself, which is audited too)
+
+
+def _code_read(args: tuple) -> None:
+    """``function.__code__`` is read (audited before the value is taken): when ``torch._dynamo`` reads a
+    hooked function's code to compile it, the function gets its original code back first, so dynamo reads
+    that (it cannot read a hook: a function in ``co_consts``). The engine is told (``gave_dynamo``)."""
+    func = args[0]
+    if type(func) is not types.FunctionType or args[1] != "__code__":
+        return
+    thread = threading.get_ident()
+    if thread in _READING:
+        return
+    _READING.add(thread)
+    try:
+        code = func.__code__
+        entry = REGISTRY.hooked.get(identity(code))
+        if entry is None or entry[0] is not code or not called_by_dynamo(sys._getframe(1)):
+            return
+        func.__code__ = entry[1]
+        engine = REGISTRY.active
+        if engine is not None:
+            engine.gave_dynamo(entry[1])
+    except Exception as exc:  # never break the read: report instead
+        engine = REGISTRY.active
+        if engine is not None:
+            engine.problems.append(f"audit hook failed: {type(exc).__name__}: {exc}")
+    finally:
+        _READING.discard(thread)
+
+
+_CODE_READ = property(None, lambda self, args: _code_read(args))
+
+
 class _AuditSink:
     """What the audit hook writes to: the hook is ``functools.partial(setattr, AUDIT_SINK)``, C from end to
     end, so the thousands of uninteresting events (3.11 audits every ``frame.f_code``) cost no Python call:
     they land in the instance ``__dict__`` (emptied at every engine plan, so that it keeps nothing alive).
-    Only ``exec`` and ``compile``, properties here, run ``_audit``."""
+    Only ``exec``, ``compile`` and ``import`` (of a module not loaded yet), properties here, run Python;
+    ``object.__getattr__`` too while hooked code and ``torch._dynamo`` are both in the process
+    (``watch_code_reads``): dynamo must be handed original code."""
 
     exec = property(None, lambda self, args: _audit("exec", args))
     compile = property(None, lambda self, args: _audit("compile", args))
+    locals()["import"] = property(None, lambda self, args: _imported(args))
 
     def forget(self) -> None:
         """Drop the arguments of the events seen since the last call."""
         self.__dict__.clear()
+
+    @staticmethod
+    def watch_code_reads(on: bool) -> None:
+        """Run ``_code_read`` at each audited attribute read (on), or let them land in ``__dict__`` (off)."""
+        if on != ("object.__getattr__" in _AuditSink.__dict__):
+            if on:
+                setattr(_AuditSink, "object.__getattr__", _CODE_READ)
+            else:
+                delattr(_AuditSink, "object.__getattr__")
 
 
 AUDIT_SINK = _AuditSink()

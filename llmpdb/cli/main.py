@@ -17,112 +17,37 @@ crash report (``llmpdb.headless.crash_report``) instead and exits with status 1 
 
 from __future__ import annotations
 
-import getopt
 import os
 import sys
 import traceback
 
-__all__ = ["main", "USAGE"]
+from .parser import apply_to_environment, parse_command_line
+
+__all__ = ["main"]
 
 _LISTEN_FROM_START = False  # --listen: every stop, the first line's included, waits for a client
 _REPORT: str | None = None  # --report PATH: an uncaught exception writes a crash report there and exits 1
 
-USAGE = """usage: python -m llmpdb [-c command]... [--no-compile] (-m module | pyfile) [arg]...
-       python -m llmpdb attach [TARGET] [--token-file FILE]
-       python -m llmpdb open FILE      (a prompt on a file saved by `snapshot` or `dump`)
-
-Debug the Python program given by pyfile (or the module with -m), with llmpdb's model-aware commands.
-Every breakpoint() in the program opens llmpdb.
-
-  -c CMD, --command CMD  run CMD at the first stop, as if typed (repeatable), e.g. -c continue
-  --no-compile           set TORCHDYNAMO_DISABLE=1: torch.compile runs eagerly, all locals are visible
-  --headless POLICY      what a stop does with no terminal: attach (default), log or skip
-  --listen ADDR          every stop waits for `python -m llmpdb attach` (ADDR: unix, PATH, tcp, tcp:PORT,
-                         HOST:PORT or PORT; TCP on loopback unless --listen-public)
-  --listen-public        allow --listen on a host other than loopback (LLMPDB_LISTEN_PUBLIC=1): other
-                         machines may reach it, with the token kept in a 0600 file
-  --commands "a; b"      the commands the log policy runs at each stop (sets LLMPDB_TOUR)
-  --log FILE             where the log policy writes (sets LLMPDB_LOG)
-  --rank N               under torchrun, the rank that prompts (default 0; sets LLMPDB_RANK)
-  --snapshot             the log policy also writes a `snapshot` file per logged stop (LLMPDB_SNAPSHOT=1)
-  --report PATH          an uncaught exception writes a crash report to PATH and exits 1 (no prompt)
-  -m                     run a library module as a script
-  -h, --help             show this help
-  --version              show the llmpdb version and its debugger base
-
-Environment: LLMPDB_DISABLE=1 or PYTHONBREAKPOINT=0 make breakpoint() a no-op; LLMPDB_TOUR="shapes;where"
-sets what runs at each stop when there is no terminal; LLMPDB_BASE=stdlib forces the standard pdb base.
-"""
-
-
-def _parse(argv: list[str]):
-    try:
-        opts, args = getopt.getopt(argv, "mhc:", ["help", "command=", "no-compile", "version", "headless=",
-                                                  "listen=", "commands=", "log=", "rank=", "snapshot",
-                                                  "report=", "listen-public"])
-    except getopt.GetoptError as exc:
-        print(f"llmpdb: {exc}", file=sys.stderr)
-        print(USAGE, file=sys.stderr)
-        raise SystemExit(2) from None
-    names = [name for name, _ in opts]
-    if "-h" in names or "--help" in names:
-        print(USAGE)
-        raise SystemExit(0)
-    if "--version" in names:
-        from ..version import __version__
-        from ..base import BASE_FALLBACK_REASON, BASE_NAME
-
-        extra = f" ({BASE_FALLBACK_REASON})" if BASE_FALLBACK_REASON else ""
-        print(f"llmpdb {__version__} on {BASE_NAME}{extra}, Python {sys.version.split()[0]}")
-        raise SystemExit(0)
-    if not args:
-        print(USAGE, file=sys.stderr)
-        raise SystemExit(2)
-    for name, value in opts:  # the headless policy's options are environment settings (llmpdb.headless.policy)
-        if name == "--rank" and not value.isdigit():
-            print(f"llmpdb: --rank needs a rank number (0, 1, ...), not {value!r}", file=sys.stderr)
-            raise SystemExit(2)
-        env = {"--headless": "LLMPDB_HEADLESS", "--listen": "LLMPDB_LISTEN", "--commands": "LLMPDB_TOUR",
-               "--log": "LLMPDB_LOG", "--rank": "LLMPDB_RANK"}.get(name)
-        if env:
-            os.environ[env] = value
-    if "--snapshot" in names:
-        os.environ["LLMPDB_SNAPSHOT"] = "1"
-    if "--listen-public" in names:
-        os.environ["LLMPDB_LISTEN_PUBLIC"] = "1"
-    if "--listen" in names:  # a bad address is a usage error now, not a line at the first stop
-        from ..remote.address import RemoteError, check_listen
-
-        try:
-            check_listen(os.environ["LLMPDB_LISTEN"])
-        except RemoteError as exc:
-            print(f"llmpdb: --listen: {exc}", file=sys.stderr)
-            raise SystemExit(2) from None
-    global _LISTEN_FROM_START, _REPORT
-    _LISTEN_FROM_START = "--listen" in names
-    _REPORT = next((value for name, value in opts if name == "--report"), None)
-    commands = [value for name, value in opts if name in ("-c", "--command")]
-    return commands, "-m" in names, "--no-compile" in names, args
-
-
 def main(argv: list[str] | None = None) -> None:
     """Run the debugger over a script or module; exits with the program's status."""
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["attach"] and not os.path.exists("attach"):  # a script named attach still runs
+    command, options = parse_command_line(argv)
+    if command == "attach":
         from .attach import main as attach_main
 
-        raise SystemExit(attach_main(argv[1:]))
-    if argv[:1] == ["ranks"] and not os.path.exists("ranks"):  # python -m llmpdb ranks --job: a hung job
+        raise SystemExit(attach_main(options.rest))
+    if command == "ranks":  # python -m llmpdb ranks --job: a hung job
         from ..ranks.jobs import main as ranks_main
 
-        raise SystemExit(ranks_main(argv[1:]))
-    if argv[:1] == ["open"] and not os.path.exists("open"):  # python -m llmpdb open FILE: a saved snapshot
+        raise SystemExit(ranks_main(options.rest))
+    if command == "open":  # python -m llmpdb open FILE: a saved snapshot
         from .open_file import open_main
 
-        raise SystemExit(open_main(argv[1:]))
-    commands, as_module, no_compile, args = _parse(argv)
-    if no_compile:
-        os.environ["TORCHDYNAMO_DISABLE"] = "1"
+        raise SystemExit(open_main(options.rest))
+    apply_to_environment(options)
+    global _LISTEN_FROM_START, _REPORT
+    _LISTEN_FROM_START, _REPORT = options.listen is not None, options.report
+    commands, as_module, args = options.command, options.module, [options.target, *options.args]
 
     from ..base import stdlib_pdb
     from ..debugger.core import Pdb

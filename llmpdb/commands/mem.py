@@ -37,7 +37,8 @@ class MemCommands:
         Where the memory in sight goes: per CUDA device allocated / reserved / peak bytes (only when this
         process already initialised CUDA: llmpdb never does; else `CUDA: not in use`), the largest tensors
         reachable from the frame's locals (the walk of `shapes`; views and tensors sharing a storage counted
-        once, under the first path, the others listed in `also`; meta tensors 0 bytes), then the parameters
+        once, under the first path, the others listed in `also`; meta, fake and functional tensors hold no
+        memory: 0 bytes, labelled), then the parameters
         and buffers of each model in sight, their gradients, the KV cache in reach and the state of each
         optimizer (torch.optim.Optimizer) in the frame. Reads metadata only: shapes × element sizes.
         --top N   how many tensors to list (default 10).

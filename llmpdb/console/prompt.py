@@ -120,7 +120,7 @@ class Console:
 
     def __init__(self, stdin, stdout):
         from prompt_toolkit import PromptSession
-        from prompt_toolkit.input import create_input
+        from .keys import coalescing_input
         from prompt_toolkit.output.vt100 import Vt100_Output
         from prompt_toolkit.styles import Style
 
@@ -129,11 +129,11 @@ class Console:
         output = Vt100_Output.from_pty(stdout, term=os.environ.get("TERM"))
         output.enable_cpr = False  # no cursor-position queries: a terminal that does not answer costs nothing
         self.session = PromptSession(
-            input=create_input(self._own_input(stdin)), output=output, history=_open_history(),
+            input=coalescing_input(self._own_input(stdin)), output=output, history=_open_history(),
             completer=_completer(self),
             complete_while_typing=False, multiline=True, key_bindings=_key_bindings(),
             prompt_continuation=lambda width, line, wrap: "...".ljust(width), enable_history_search=False,
-            reserve_space_for_menu=6, style=Style.from_dict(_COLOUR_STYLE))
+            reserve_space_for_menu=6, style=Style.from_dict(_COLOUR_STYLE), enable_suspend=True)
         # While it reads, prompt_toolkit puts its own pdb behind breakpoint() (when the hook is Python's
         # default): another thread's breakpoint() would open a plain pdb beside this stop instead of waiting
         # for its turn at llmpdb's gate. The program's breakpoint() stays what it was.
@@ -231,6 +231,16 @@ class ConsoleMixin:
             return None
         return terminal_console()
 
+    def precmd(self, line):
+        if not self.use_rawinput and self.stdin is not None:
+            from .plain import CUT_MESSAGE, cut_by_terminal
+
+            if cut_by_terminal(line, self.stdin):  # a line the terminal cut is not run
+                self.error(CUT_MESSAGE)
+                self.lastcmd = ""  # and the empty line that replaces it repeats nothing
+                line = ""
+        return super().precmd(line)
+
     def _completion_context(self) -> CompletionContext:
         from .completion import CompletionContext
 
@@ -251,7 +261,14 @@ class ConsoleMixin:
     def cmdloop(self, intro=None):
         console = self._stop_console()
         if console is None:
-            return super().cmdloop(intro)
+            from ..identity import current_rank
+
+            if not self.use_rawinput or current_rank() is not None:  # a rank: Ctrl-C stays pyrepl's key
+                return super().cmdloop(intro)
+            from .plain import plain_input
+
+            with plain_input(getattr(self, "fancycompleter", None)):
+                return super().cmdloop(intro)
         self.preloop()
         if intro is not None:
             self.intro = intro

@@ -29,6 +29,7 @@ from ..identity import rank_suffix
 from ..ranks.mixin import DistributedMixin
 from ..headless.tour import HeadlessMixin
 from ..headless.policy import HeadlessPolicyMixin
+from .pytest_capture import PytestCaptureMixin
 from ..inspect.frames import pin_locals, unpin_locals
 from ..console.colouring import ColourMixin
 from ..render.config_file import config, style_for
@@ -38,11 +39,17 @@ from .restart import RestartMixin
 from ..session import SESSION, stop_notes
 from .thread_gate import ThreadGateMixin
 from .pipeline import StopPipeline
+from .quitting import quit_quietly
 from .stepping import SteppingMixin
 
 __all__ = ["Pdb"]
 
 _HYPHENATED = re.compile(r"\s*([A-Za-z_]\w*(?:-\w+)+)(?=\s|$)(.*)$", re.S)
+# Words that move the program or end the session: typed alone they are the command on every base, even
+# where a variable has that name (pdb++'s "smart command" parsing would print the variable: every attention
+# forward has a `q`). `p q` and `!q` show the variable; pdb++ still evaluates `q.shape` or `q[0]`.
+_RUN_CONTROL = frozenset({"q", "quit", "exit", "c", "cont", "continue", "n", "next", "s", "step", "r",
+                          "return", "unt", "until", "j", "jump"})
 
 
 class _LlmpdbCore:
@@ -168,6 +175,9 @@ class _LlmpdbCore:
         return name if "-" in word and callable(getattr(self, "do_" + name, None)) else None
 
     def parseline(self, line):
+        word = line.strip()
+        if word in _RUN_CONTROL and callable(getattr(self, "do_" + word, None)):
+            return word, "", word
         match = _HYPHENATED.match(line)
         if match:
             name = self._llmpdb_command_name(match.group(1))
@@ -232,6 +242,11 @@ class _LlmpdbCore:
         if getattr(self, "trace_opcodes", False):  # 3.13: leave instruction stepping on every frame
             self._set_trace_opcodes(False)
 
+    def set_quit(self):
+        """``q``: pdb's quit, and a BdbQuit the program leaves uncaught ends it in one line (``quitting``)."""
+        super().set_quit()
+        quit_quietly()
+
     # ---- stops --------------------------------------------------------------------------------------
     def preloop(self):
         super().preloop()
@@ -288,8 +303,8 @@ def _build_class() -> type:
     engine = ((SafeInterruptMixin,) if os.environ.get("LLMPDB_FAST_BREAKPOINTS", "1") == "0"
               else (FastBreakpointsMixin,))
     bases = (DistributedMixin, *COMMAND_MIXINS, *engine, SteppingMixin, RecursiveDebugMixin, RestartMixin,
-             ThreadGateMixin, HeadlessPolicyMixin, HeadlessMixin, ConsoleMixin, ColourMixin, _LlmpdbCore,
-             StopPipeline, BasePdb)
+             ThreadGateMixin, PytestCaptureMixin, HeadlessPolicyMixin, HeadlessMixin, ConsoleMixin, ColourMixin,
+             _LlmpdbCore, StopPipeline, BasePdb)
     return type("Pdb", bases, {"__module__": __name__, "__qualname__": "LlmpdbPdb",
                                "__doc__": f"llmpdb debugger on the {BASE_NAME} base."})
 

@@ -34,6 +34,7 @@ __all__ = ["STOP_PIPELINE", "EVENT_CONSUMERS", "Stop", "StopPipeline"]
 
 # (name, method of the composed Pdb), outermost first.
 STOP_PIPELINE: tuple[tuple[str, str], ...] = (
+    ("host capture", "stop_host_capture"),        # debugger/pytest_capture.py: pytest's capture off for the stop
     ("ranks", "stop_ranks"),                      # ranks/mixin.py: one prompt for a job; others park or run on
     ("catch", "stop_catch"),                      # commands/catch.py: raises at the prompt never catch-stop
     ("explain", "stop_explain"),                  # commands/explain.py: the traceback this stop opened with
@@ -70,6 +71,14 @@ class Stop:
         return self.kwargs.get("tb_or_exc", self.kwargs.get("traceback"))
 
 
+def _traceback_for_exception(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """Before 3.13 pdb's ``interaction`` takes a traceback; IPython's ``%debug`` hands it the exception
+    (``sys.last_value``): its ``__traceback__`` is what pdb wants."""
+    if sys.version_info >= (3, 13) or len(args) < 2 or not isinstance(args[1], BaseException):
+        return args, kwargs
+    return (args[0], args[1].__traceback__, *args[2:]), kwargs
+
+
 class StopPipeline:
     """The one ``interaction`` (the stages of ``STOP_PIPELINE``) and the one event dispatcher."""
 
@@ -77,7 +86,7 @@ class StopPipeline:
     EVENT_CONSUMERS = EVENT_CONSUMERS
 
     def interaction(self, *args, **kwargs):
-        stop = Stop(args, kwargs)
+        stop = Stop(*_traceback_for_exception(args, kwargs))
         stages = [getattr(self, method) for _, method in STOP_PIPELINE]
         base = super().interaction
 

@@ -48,8 +48,9 @@ from typing import Callable
 from ..inspect.module_match import ModuleMatch, NoModuleMatch, class_matches, is_glob, match_modules, near_names
 from ..inspect.frames import frame_locals
 from ..inspect.module_compile import compiled_warning
-from ..inspect.modules import code_of, frame_stack, is_module, module_frames
+from ..inspect.modules import code_of, is_module
 from ..session import SESSION
+from .breakpoint_names import exception_line, labelled, stack_name
 from .arming import AfterImport, register_pre_hook, remove_after_imports
 from .one_shot import OneShotTrace, hook_caller
 from .pending import RootWatch
@@ -85,41 +86,6 @@ class ModuleBreakpoint:
     def pending(self) -> bool:
         """Armed on no module yet: waits for a matching module to be created or a new model to run."""
         return not self.labels
-
-
-def _stack_name(frame, module, root_names: dict[int, str] | None = None) -> str | None:
-    """The module's qualified name on the stack that reached ``frame`` (its root may be newer than the bp);
-    with ``root_names`` (``{id(root): variable}``) it starts with the variable of the root on the stack."""
-    try:
-        records = module_frames(frame_stack(frame))
-        for record in reversed(records):
-            if record.module is module:
-                outer = next(r for r in records if r.tree == record.tree)
-                prefix = (root_names or {}).get(id(outer.module))
-                if prefix:
-                    return f"{prefix}.{record.qualname}" if record.qualname else prefix
-                return record.qualname or f"(root {type(module).__name__})"
-    except Exception as exc:  # naming is a nicety: never let it prevent the stop
-        return f"({type(module).__name__}; naming failed: {type(exc).__name__})"
-    return None
-
-
-def _labelled(matches, names: dict[int, str]) -> tuple[list[tuple[object, str]], dict[int, str]]:
-    """``[(module, label)]`` for ``matches``; when two roots give the same label, every label starts with
-    its root's variable (``student.model.layers.1.mlp``). Returns the root names used (``{}`` if none)."""
-    roots_by_label: dict[str, set[int]] = {}
-    for match in matches:
-        roots_by_label.setdefault(match.label, set()).add(id(match.root))
-    if all(len(ids) == 1 for ids in roots_by_label.values()):
-        return [(m.module, m.label) for m in matches], {}
-    used: dict[int, str] = {}
-    out = []
-    for match in matches:
-        prefix = names.get(id(match.root)) or f"({type(match.root).__name__})"
-        used[id(match.root)] = prefix
-        name = match.names[0] if match.names else ""
-        out.append((match.module, f"{prefix}.{name}" if name else prefix))
-    return out, used
 
 
 def _default_stopper(frame, header: str) -> None:
@@ -196,8 +162,8 @@ class ModuleBreakpointEngine:
                               roots=[weakref.ref(r) for r in roots], aliases=tuple(aliases), near=tuple(near))
         self._next += 1
         self._bps[bp.number] = bp
-        labelled, bp.root_names = _labelled(matches, {id(r): n for r, n in pairs if n})
-        for module, label in labelled:
+        labels, bp.root_names = labelled(matches, {id(r): n for r, n in pairs if n})
+        for module, label in labels:
             self._arm(module, bp, label)
         self._remember(roots)
         self._watch_registrations()
@@ -414,9 +380,9 @@ class ModuleBreakpointEngine:
             if bp.code is not None:
                 try:
                     held = bool(eval(bp.code, frame.f_globals, frame_locals(frame)))
-                except Exception as exc:
+                except BaseException as exc:  # SystemExit, KeyboardInterrupt too: never into the program
                     held = True  # like pdb: a condition that raises stops, and says why
-                    notes.append(f"condition {bp.condition!r} raised {type(exc).__name__}: {exc}")
+                    notes.append(f"condition {bp.condition!r} raised {exception_line(exc)}")
                 if not held:
                     continue
                 bp.hits += 1
@@ -430,7 +396,7 @@ class ModuleBreakpointEngine:
             if bp.once:
                 self.remove(bp.number)
         bp = fired[0]
-        name = _stack_name(frame, module, bp.root_names) or bp.labels.get(id(module)) or type(module).__name__
+        name = stack_name(frame, module, bp.root_names) or bp.labels.get(id(module)) or type(module).__name__
         header = f"module breakpoint {bp.number}: {name} ({type(module).__name__}), hit {bp.hits}"
         if bp.condition:
             header += f", if {bp.condition}"

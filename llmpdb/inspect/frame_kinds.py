@@ -56,6 +56,12 @@ _PLUMBING = (
     (f"transformers{_SEP}modeling_layers.py", ("__call__", "forward_with_checkpointing")),
     (f"transformers{_SEP}integrations{_SEP}hub_kernels.py", None),
     (f"accelerate{_SEP}hooks.py", None),
+    (f"{_SEP}kernels{_SEP}layer", None),          # the `kernels` package's wrapper of a hub kernel's forward
+    (f"{_SEP}debugpy{_SEP}", None),               # VS Code's debugger, its vendored pydevd included
+    (f"{_SEP}_pydevd_bundle{_SEP}", None),        # PyCharm's pydevd
+    (f"{_SEP}_pydev_bundle{_SEP}", None),
+    (f"{_SEP}_pydevd_frame_eval{_SEP}", None),
+    (f"{_SEP}pydevd.py", None),
     (f"llmpdb{_SEP}", None),
 )
 _PLUMBING_STDLIB = ("functools.py", "contextlib.py", "bdb.py", "pdb.py", "runpy.py", "cmd.py", "threading.py")

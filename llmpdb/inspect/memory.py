@@ -8,8 +8,10 @@ Usage::
     report = MemoryReport(cuda, big, held)
 
 Metadata only: a tensor's bytes are ``numel × element_size`` (its storage's ``nbytes`` when it has one,
-so a view and the tensor it views count once, under the first path the walk reached); meta tensors
-count 0 bytes and say ``meta``. The tensors come from the walk of ``shapes`` (``inspect.tensors``): modules
+so a view and the tensor it views count once, under the first path the walk reached); tensors that hold
+no memory count 0 bytes and say what they are (``no_memory_kind``: ``meta``, ``fake`` for a ``FakeTensor``,
+``functional`` for a ``FunctionalTensor``), and their storage is never asked for (a FakeTensor's
+``data_ptr`` warns). The tensors come from the walk of ``shapes`` (``inspect.tensors``): modules
 and optimizers are not entered there, their parameters, gradients and state are counted here instead.
 """
 
@@ -27,8 +29,8 @@ from .safe import is_tensor, no_torch_function, safe_getattr, short_dtype, type_
 from .tensors import _shape, _Walker  # the walk of `shapes`, reused
 
 __all__ = ["DeviceMemory", "TensorBytes", "Holding", "MemoryReport", "cuda_memory", "storage_key",
-           "tensor_bytes", "largest_tensors", "model_holdings", "cache_holdings", "optimizer_holdings",
-           "find_optimizers"]
+           "tensor_bytes", "no_memory_kind", "largest_tensors", "model_holdings", "cache_holdings",
+           "optimizer_holdings", "find_optimizers"]
 
 
 @dataclass(frozen=True)
@@ -50,8 +52,9 @@ class TensorBytes:
     dtype: str
     device: str
     nbytes: int
-    meta: bool = False
+    meta: bool = False  # holds no memory (``label`` says why: meta, fake, functional)
     shared: tuple[str, ...] = ()
+    label: str = ""
 
 
 @dataclass(frozen=True)
@@ -88,12 +91,29 @@ def cuda_memory() -> tuple[DeviceMemory, ...] | None:
                               int(cuda.max_memory_allocated(i))) for i in range(cuda.device_count()))
 
 
+_NO_MEMORY = (("torch._subclasses.fake_tensor", "FakeTensor", "fake"),
+              ("torch._subclasses.functional_tensor", "FunctionalTensor", "functional"))
+
+
+def no_memory_kind(t: Any) -> str | None:
+    """Usage: ``no_memory_kind(t)`` -> ``"fake"``, ``"functional"``, ``"meta"`` for a tensor that holds no
+    memory of its own, else None. Classes are torch's own, looked up in ``sys.modules`` (never imported),
+    tested on ``type(t)``: nothing of the tensor runs."""
+    kind = type(t)
+    for module, name, label in _NO_MEMORY:
+        cls = getattr(sys.modules.get(module), name, None)
+        if isinstance(cls, type) and issubclass(kind, cls):
+            return label
+    return "meta" if safe_getattr(t, "is_meta", False) else None
+
+
 def _is_meta(t: Any) -> bool:
-    return bool(safe_getattr(t, "is_meta", False))
+    return no_memory_kind(t) is not None
 
 
 def tensor_bytes(t: Any) -> int:
-    """Usage: ``tensor_bytes(t)``; ``numel × element_size`` (0 for a meta tensor), never reads data."""
+    """Usage: ``tensor_bytes(t)``; ``numel × element_size`` (0 for a tensor that holds no memory: meta,
+    fake, functional), never reads data."""
     if _is_meta(t):
         return 0
     with no_torch_function():
@@ -105,7 +125,7 @@ def tensor_bytes(t: Any) -> int:
 
 def storage_key(t: Any) -> tuple | None:
     """Usage: ``storage_key(t)`` -> ``(device, data_ptr, nbytes)`` of its storage (metadata), or None for
-    meta, sparse, nested and storage-less tensors (each counts on its own)."""
+    meta, fake, functional, sparse, nested and storage-less tensors (each counts on its own)."""
     if _is_meta(t) or str(safe_getattr(t, "layout", "torch.strided")) != "torch.strided":
         return None
     with no_torch_function():
@@ -150,15 +170,16 @@ def largest_tensors(locals_: Mapping[str, Any], *, top: int = 10) -> tuple[list[
     rows = []
     for members in groups.values():
         path, first = members[0]
-        meta = _is_meta(first)
+        label = no_memory_kind(first) or ""
+        meta = bool(label)
         sizes = [tensor_bytes(t) for _, t in members]
         key = storage_key(first)
         nbytes = 0 if meta else max(sizes + ([key[2]] if key is not None else []))
         with no_torch_function():
             shape = _shape(first)
-        rows.append(TensorBytes(path, shape, short_dtype(safe_getattr(first, "dtype", "?")),
-                                "meta" if meta else str(safe_getattr(first, "device", "?")), nbytes, meta,
-                                tuple(p for p, _ in members[1:])))
+        device = "meta" if label == "meta" else str(safe_getattr(first, "device", "?"))
+        rows.append(TensorBytes(path, shape, short_dtype(safe_getattr(first, "dtype", "?")), device, nbytes, meta,
+                                tuple(p for p, _ in members[1:]), label))
     order = sorted(range(len(rows)), key=lambda i: -rows[i].nbytes)
     notes = list(walker.out.notes)
     if walker.out.unsearched:
@@ -166,13 +187,15 @@ def largest_tensors(locals_: Mapping[str, Any], *, top: int = 10) -> tuple[list[
     return [rows[i] for i in order[:top]], len(rows), sum(r.nbytes for r in rows), notes
 
 
-def _sum_unique(tensors: list[Any]) -> tuple[int, int]:
-    """(bytes, meta count) of tensors, each storage once."""
+def _sum_unique(tensors: list[Any]) -> tuple[int, dict[str, int]]:
+    """(bytes, {kind: count} of those that hold no memory) of tensors, each storage once."""
     seen: set = set()
-    total = metas = 0
+    total = 0
+    metas: dict[str, int] = {}
     for t in tensors:
-        if _is_meta(t):
-            metas += 1
+        kind = no_memory_kind(t)
+        if kind is not None:
+            metas[kind] = metas.get(kind, 0) + 1
             continue
         key = storage_key(t) or ("tensor", id(t))
         if key in seen:
@@ -182,8 +205,13 @@ def _sum_unique(tensors: list[Any]) -> tuple[int, int]:
     return total, metas
 
 
-def _size_note(nbytes: int, metas: int) -> str:
-    return human_bytes(nbytes) + (f" (+{metas} meta)" if metas else "")
+def _no_memory_note(metas: dict[str, int]) -> str:
+    """`` (+2 meta, +1 fake)``, or "" when every tensor holds memory."""
+    return f" ({', '.join(f'+{n} {kind}' for kind, n in metas.items())})" if metas else ""
+
+
+def _size_note(nbytes: int, metas: dict[str, int]) -> str:
+    return human_bytes(nbytes) + _no_memory_note(metas)
 
 
 def model_holdings(models: list[tuple[str, Any]]) -> list[Holding]:
@@ -216,7 +244,7 @@ def _model_rows(name: str, model: Any) -> list[Holding]:
         g_bytes, g_meta = _sum_unique(grads)
         out.append(Holding("gradients", name, g_bytes,
                            f"{len(grads)} of {len(params)} parameters have .grad"
-                           + (f" (+{g_meta} meta)" if g_meta else "")))
+                           + _no_memory_note(g_meta)))
     return out
 
 
@@ -265,6 +293,6 @@ def optimizer_holdings(optimizers: list[tuple[str, Any]]) -> list[Holding]:
         s_bytes, s_meta = _sum_unique(state)
         g_bytes, _ = _sum_unique(grads)
         out.append(Holding("optimizer", f"{name} ({type_name(opt)})", s_bytes,
-                           f"{len(state)} state tensors{f' (+{s_meta} meta)' if s_meta else ''} · "
+                           f"{len(state)} state tensors{_no_memory_note(s_meta)} · "
                            f"{len(grads)} of {len(params)} params with .grad ({human_bytes(g_bytes)})"))
     return out

@@ -409,10 +409,11 @@ def walk_tensors(obj: Any, path: str, *, max_depth: int = 6, max_items: int = 20
 
 def frame_tensors(locals: Mapping[str, Any], *, stats: bool = False, max_depth: int = 6,
                   max_items: int = 200) -> TensorWalk:
-    """Usage: ``frame_tensors(frame.f_locals)``; every local in order (dunder names skipped), one walk."""
+    """Usage: ``frame_tensors(frame.f_locals)``; every local in order, one walk. Dunder names and pytest's
+    assertion temporaries (``@py_assert1``: what a rewritten ``assert`` keeps of its operands) are skipped."""
     walker = _Walker(max_depth, max_items, stats)
     for name, value in list(locals.items()):
-        if isinstance(name, str) and name.startswith("__") and name.endswith("__"):
+        if isinstance(name, str) and (name.startswith("__") and name.endswith("__") or name.startswith("@py_")):
             continue
         walker.visit(value, str(name), 0)
     return walker.out

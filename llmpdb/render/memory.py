@@ -44,6 +44,13 @@ def render_cuda(cuda: tuple[DeviceMemory, ...] | None, *, width: int = 100, styl
                   ["allocated", "reserved", "peak"], style)
 
 
+def _bytes_cell(row: TensorBytes) -> str:
+    """``1.2 MiB``; ``meta`` for a meta tensor; ``0 B (fake)`` for another one that holds no memory."""
+    if not row.meta:
+        return human_bytes(row.nbytes)
+    return "meta" if row.label in ("", "meta") else f"0 B ({row.label})"
+
+
 def render_largest(rows: list[TensorBytes], storages: int, total: int, *, width: int = 100,
                    style: Style | None = None) -> list[str]:
     """Usage: ``render_largest(rows, storages, total)``; the heading and the table of the largest tensors."""
@@ -54,7 +61,7 @@ def render_largest(rows: list[TensorBytes], storages: int, total: int, *, width:
     heads = [f"largest tensors in this frame: {counts} (views and shared storage counted once)",
              f"largest tensors in this frame: {counts}", f"largest tensors: {counts}"]
     head = next((h for h in heads if len(h) <= width), None) or "\n".join(fit_text(heads[-1], width))
-    cells = [[r.path, format_shape(r.shape), r.dtype, r.device, "meta" if r.meta else human_bytes(r.nbytes),
+    cells = [[r.path, format_shape(r.shape), r.dtype, r.device, _bytes_cell(r),
               ", ".join(r.shared)] for r in rows]
     headers = ["path", "shape", "dtype", "device", "bytes", "also"]
     if not any(r.shared for r in rows):

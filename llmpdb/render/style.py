@@ -51,15 +51,30 @@ def strip_ansi(text: str) -> str:
 
 def visible_len(text: str) -> int:
     """Usage: ``visible_len(styled)``; the width of ``text`` on screen in display cells, ANSI codes not
-    counted: East Asian wide/fullwidth characters (``注意力``) take 2 cells, combining marks 0."""
+    counted, as the terminal draws it (``wcwidth``, which prompt_toolkit installs): East Asian wide/fullwidth
+    characters (``注意力``) take 2 cells, combining marks, zero-width spaces and joiners 0, an emoji with a
+    skin-tone modifier or a ZWJ sequence (``👩‍👩‍👧``) 2."""
     plain = strip_ansi(text)
     if plain.isascii():
         return len(plain)
-    return sum(char_cells(c) for c in plain)
+    try:
+        from wcwidth import wcswidth
+    except ImportError:  # prompt_toolkit brings it; without it, Unicode's own tables
+        wcswidth = None
+    width = wcswidth(plain) if wcswidth is not None else -1
+    return width if width >= 0 else sum(char_cells(c) for c in plain)  # -1: a control character
 
 
 def char_cells(char: str) -> int:
-    """Usage: ``char_cells("注")`` -> 2; ``"a"`` -> 1; a combining mark -> 0."""
+    """Usage: ``char_cells("注")`` -> 2; ``"a"`` -> 1; a combining mark or a zero-width space -> 0."""
+    try:
+        from wcwidth import wcwidth
+    except ImportError:
+        wcwidth = None
+    if wcwidth is not None:
+        cells = wcwidth(char)
+        if cells >= 0:
+            return cells
     import unicodedata
 
     if unicodedata.combining(char):

@@ -72,9 +72,13 @@ def _unsearched(infos: Sequence[TensorInfo]) -> str:
 def _footer(infos: Sequence[TensorInfo], stats: bool, namer: DimNamer | None, named: bool) -> list[str]:
     unique = [i for i in infos if not any(f.startswith("same as ") for f in i.flags)]
     meta = [i for i in unique if i.device == "meta"]  # no storage: their size is what they would take
-    line = f"{plural(len(infos), 'tensor')}, {human_bytes(sum(i.nbytes for i in unique if i.device != 'meta'))} total"
+    fake = [i for i in unique if i.device != "meta" and "fake" in i.flags]  # FakeTensor, FunctionalTensor
+    allocated = sum(i.nbytes for i in unique if i.device != "meta" and "fake" not in i.flags)
+    line = f"{plural(len(infos), 'tensor')}, {human_bytes(allocated)} total"
     if meta:
         line += f" (+ {human_bytes(sum(i.nbytes for i in meta))} on the meta device, not allocated)"
+    if fake:
+        line += f" (+ {human_bytes(sum(i.nbytes for i in fake))} fake, not allocated)"
     aliases = [f"{i.path} = {f[8:]}" for i in infos for f in i.flags if f.startswith("same as ")]
     left_out = getattr(infos, "left_out", 0)
     limits = getattr(infos, "limits", {})

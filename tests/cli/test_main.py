@@ -99,15 +99,31 @@ def test_module_target(tmp_path):
 
 @pytest.mark.parametrize("args, code, text", [
     ([], 2, "usage: python -m llmpdb"),
-    (["--bogus"], 2, "option --bogus not recognized"),
+    (["--bogus"], 2, "llmpdb: unrecognized arguments: --bogus"),
     (["--help"], 0, "-c CMD, --command CMD"),
     (["/no/such/file.py"], 1, "/no/such/file.py"),
-    (["--rank", "one", "x.py"], 2, "llmpdb: --rank needs a rank number (0, 1, ...), not 'one'"),
+    (["--rank", "one", "x.py"], 2, "llmpdb: argument --rank: needs a rank number (0, 1, ...), not 'one'"),
+    (["--headless", "nope", "x.py"], 2, "llmpdb: argument --headless: invalid choice: 'nope'"),
 ])
 def test_usage_errors(args, code, text):
     result = run_llmpdb(args)
     assert result.returncode == code
     assert text in result.stdout + result.stderr
+
+
+def test_a_file_named_like_a_subcommand_changes_nothing_and_help_lists_every_form(tmp_path):
+    """A file named attach, open or ranks in the folder used to turn the subcommand into a script run."""
+    for name in ("attach", "open", "ranks"):
+        (tmp_path / name).write_text("print('the script ran')\n")
+    listed = run_llmpdb(["attach"], cwd=tmp_path)
+    assert "the script ran" not in listed.stdout and listed.returncode in (0, 1), listed.stdout + listed.stderr
+    script = run_llmpdb(["./attach"], "c\n", cwd=tmp_path)
+    assert "the script ran" in script.stdout, script.stdout + script.stderr
+    ranks = run_llmpdb(["ranks", "--bogus"], cwd=tmp_path)
+    assert ranks.returncode == 2 and "usage: python -m llmpdb ranks --job" in ranks.stderr
+    helped = run_llmpdb(["--help"], env={"COLUMNS": "80"})
+    assert "python -m llmpdb ranks --job [RUN_ID]" in helped.stdout
+    assert max(len(line) for line in helped.stdout.splitlines()) <= 80, helped.stdout
 
 
 def test_version_names_the_base():

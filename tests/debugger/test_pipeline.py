@@ -30,7 +30,8 @@ def no_catch_left():
 
 def test_the_stages_are_one_list_in_order():
     assert [name for name, _ in STOP_PIPELINE] == [
-        "ranks", "catch", "explain", "step request", "thread gate", "headless policy", "streams", "stop state"]
+        "host capture", "ranks", "catch", "explain", "step request", "thread gate", "headless policy", "streams",
+        "stop state"]
     for _, method in (*STOP_PIPELINE, *EVENT_CONSUMERS):
         assert callable(getattr(Pdb, method, None)), method
 
@@ -194,3 +195,27 @@ def test_one_transcript_with_the_engine_and_with_pdbs_tracing(tmp_path, name):
     assert "Traceback" not in fast and "internal error" not in fast, fast
     assert fast == stock
     assert fast.count("(llmpdb) ") >= len(SCRIPTS[name][1].splitlines())
+
+
+def _divide(x):
+    return x / 0
+
+
+def test_interaction_given_the_exception_itself_stops_in_the_raising_frame():
+    """IPython's ``%debug`` calls ``interaction(None, sys.last_value)`` on every Python: before 3.13 pdb's
+    own interaction wants a traceback (the standard base died: no attribute 'tb_frame')."""
+    import io
+
+    try:
+        _divide(7)
+    except ZeroDivisionError as exc:
+        caught = exc
+    out = io.StringIO()
+    debugger = Pdb(stdin=io.StringIO("p x * 1000 + 1\nq\n"), stdout=out, nosigint=True, readrc=False,
+                   headless_tour=[], width=100, color=False)
+    try:
+        debugger.reset()
+        debugger.interaction(None, caught)
+    finally:
+        sys.settrace(None)
+    assert "_divide()" in out.getvalue() and "7001" in out.getvalue(), out.getvalue()

@@ -171,3 +171,17 @@ def test_commands_at_the_prompt_fit(width):
     assert any(line.startswith("path ") for line in tables) and any(line.startswith("layer ") for line in tables)
     assert_fits("\n".join(tables), width)
     assert "(1, 2, 7, 16)" in out
+
+
+@pytest.mark.parametrize("text, cells", [
+    ("注意力", 6),                       # East Asian wide
+    ("a\u200bb", 2),                     # a zero-width space takes no cell
+    ("e\u0301", 1),                      # a combining accent
+    ("\U0001F44D\U0001F3FD", 2),         # thumbs up with a skin-tone modifier: one glyph
+    ("\U0001F469\u200d\U0001F469\u200d\U0001F467", 2),  # a ZWJ family: one glyph
+    ("\x1b[31mred\x1b[0m", 3),           # colour codes take no cell
+])
+def test_display_width_counts_cells_as_the_terminal_draws_them(text, cells):
+    from llmpdb.render.style import visible_len
+
+    assert visible_len(text) == cells
