@@ -45,6 +45,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from ..files.private_file import PrivateFileError, write_private_file
 from ..identity import current_rank
 from .address import RemoteError, check_listen, is_loopback, parse_target
 from .frames import HELLO_LIMIT, MAX_FRAME, recv_frame, send_frame
@@ -258,8 +259,6 @@ class Listener:
         os.unlink(path)
 
     def _write_token(self) -> None:
-        from ..files.private_file import PrivateFileError, write_private_file
-
         try:  # 0600, a new file renamed into place: never through a link planted at the name
             write_private_file(str(self.token_path), f"{self.token}\n{self.target()}\n")
         except PrivateFileError as exc:
