@@ -102,6 +102,8 @@ IMPORTS_INSIDE_FUNCTIONS = {
     "llmpdb/breakpoints/mixin.py": "only the engine this Python version and setting uses",
     "llmpdb/breakpoints/patching.py": "importlib's loader hooks, only when a breakpoint's module is not loaded yet",
     "llmpdb/cli/attach.py": "the client's line editor and sockets, only for `attach`",
+    "llmpdb/headless/stop_signal.py": "the policy's state and the stop gate, when SIGUSR1 arrives (policy imports it)",
+    "llmpdb/remote/cleanup.py": "multiprocessing's finalizers, only in a multiprocessing child that opened a listener",
     "llmpdb/cli/main.py": "each subcommand imports what it runs: `attach`, `open`, `--version` stay light",
     "llmpdb/cli/open_file.py": "the debugger class, once the file is read and checked",
     "llmpdb/commands/diverge.py": COMMAND_FIRST_USE,

@@ -9,11 +9,12 @@ Usage::
 
 The job's log line names the exact command. On a terminal the prompt is llmpdb's console
 (``llmpdb.console.prompt``: prompt_toolkit, the history of the local prompt, TAB completion of command names);
-where it cannot run, readline with its history in ``~/.llmpdb_attach_history``. Colours come from the
-server when this terminal has them. Ctrl-D detaches: the stop continues the program. After ``c`` the client stays attached
-and gets the program's next stop; while it runs, Ctrl-C stops it at its next line (as at a local prompt)
-and Ctrl-D detaches. Ctrl-C at the prompt clears the line. Exit status: 0 after a detach or the program's
-end, 1 when refused or unreachable, 2 for usage.
+where it cannot run, readline with its history in ``~/.llmpdb_attach_history`` (read and written through
+``files.private_file``: a symbolic link or a FIFO there is refused in one line). Colours come from the
+server when this terminal has them. Ctrl-D detaches: the stop continues the program. After ``c`` the
+client stays attached and gets the program's next stop; while it runs, Ctrl-C stops it at its next line
+(as at a local prompt) and Ctrl-D detaches. Ctrl-C at the prompt clears the line. Exit status: 0 after a
+detach or the program's end, 1 when refused or unreachable, 2 for usage.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pathlib import Path
 
 from ..console.completion import CompletionContext
 from ..console.prompt import terminal_console
+from ..files.private_file import PrivateFileError, read_bounded, write_private_file
 from ..remote.frames import MAX_FRAME
 from ..remote.listener import RemoteError, connect, parse_target, socket_dir
 
@@ -35,6 +37,10 @@ __all__ = ["main"]
 
 USAGE = "usage: python -m llmpdb attach [TARGET] [--token-file FILE]"
 HISTORY = Path.home() / ".llmpdb_attach_history"
+HISTORY_SIZE = 1000
+HISTORY_FILE_LIMIT = 1 << 20  # bytes of ~/.llmpdb_attach_history read at most
+TOKEN_FILE_LIMIT = 4096  # a token file holds the token and the target: two short lines
+_HISTORY_SAID: list[bool] = []
 
 
 def attachable() -> list[tuple[Path, int, str]]:
@@ -87,10 +93,7 @@ def _readline(commands: list[str]):
         import readline
     except ImportError:
         return None
-    try:
-        readline.read_history_file(HISTORY)
-    except OSError:
-        pass
+    _load_history(readline)
 
     def complete(text, state):
         if readline.get_line_buffer()[:readline.get_begidx()].strip():
@@ -113,6 +116,19 @@ def _resolve(target: str) -> str:
     return target
 
 
+def _token_lines(path: Path) -> list[str]:
+    """The lines of a token file: a bounded read of a regular file (``files.private_file.read_bounded``),
+    RemoteError (one line) for a FIFO, a device, a directory, a huge file or text that is not UTF-8."""
+    try:
+        data = read_bounded(path, TOKEN_FILE_LIMIT)
+    except PrivateFileError as exc:
+        raise RemoteError(f"the token file: {exc}") from None
+    try:
+        return data.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise RemoteError(f"the token file {path} is not UTF-8 text") from None
+
+
 def _canonical(target: str) -> str:
     """``127.0.0.1:5678`` -> ``tcp:127.0.0.1:5678``, as the job's token file names it; other targets as given."""
     kind, address = parse_target(target)
@@ -125,10 +141,10 @@ def _token(target: str, token_file: str | None) -> str | None:
     candidates = [Path(token_file)] if token_file else [p for p, _, _ in attachable() if p.suffix == ".token"]
     for path in candidates:
         try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except OSError as exc:
+            lines = _token_lines(path)
+        except RemoteError:
             if token_file:
-                raise RemoteError(f"cannot read the token file {path}: {exc.strerror}") from None
+                raise
             continue
         if token_file or (len(lines) > 1 and lines[1].strip() == target):
             return lines[0].strip() if lines else ""
@@ -141,11 +157,14 @@ def _list() -> int:
         print(f"no attachable jobs of {getpass.getuser()} in {socket_dir()}")
         return 0
     for path, pid, cmdline in jobs:
+        target = str(path)
         if path.suffix == ".token":
-            lines = path.read_text(encoding="utf-8").splitlines()
+            try:
+                lines = _token_lines(path)
+            except RemoteError as exc:
+                print(f"pid {pid:<8} {cmdline[:60]:<60}  unusable: {exc}")
+                continue
             target = f"{lines[1]} --token-file {path}" if len(lines) > 1 else str(path)
-        else:
-            target = str(path)
         print(f"pid {pid:<8} {cmdline[:60]:<60}  python -m llmpdb attach {target}")
     return 0
 
@@ -217,12 +236,36 @@ def _step(conn, state: dict) -> int | None:
     return None
 
 
+def _history_refused(exc: Exception) -> None:
+    if not _HISTORY_SAID:
+        _HISTORY_SAID.append(True)
+        print(f"llmpdb attach: history: {exc}; this session's history is not kept", file=sys.stderr)
+
+
+def _load_history(readline) -> None:
+    """The readline history: a bounded read of a regular file (a link, a FIFO, a huge file are refused)."""
+    try:
+        data = read_bounded(HISTORY, HISTORY_FILE_LIMIT)
+    except PrivateFileError as exc:
+        if os.path.lexists(HISTORY):
+            _history_refused(exc)
+        return
+    for line in data.decode("utf-8", "replace").splitlines()[-HISTORY_SIZE:]:
+        if line:
+            readline.add_history(line)
+
+
 def _save_history(readline) -> None:
-    if readline is not None and not isinstance(readline, _ConsoleEditor):  # the console saves its own
-        try:
-            readline.write_history_file(HISTORY)
-        except OSError:
-            pass
+    """Rewrite the history file through ``write_private_file`` (0600, never through a link), not readline's
+    ``write_history_file`` (which writes wherever a symbolic link planted there points)."""
+    if readline is None or isinstance(readline, _ConsoleEditor) or _HISTORY_SAID:  # the console saves its own
+        return
+    try:
+        count = readline.get_current_history_length()
+        lines = [readline.get_history_item(i) for i in range(max(1, count - HISTORY_SIZE + 1), count + 1)]
+        write_private_file(str(HISTORY), "".join(f"{line}\n" for line in lines if line))
+    except (PrivateFileError, ValueError) as exc:
+        _history_refused(exc)
 
 
 def _ask(prompt: str, editor=None) -> str | None:

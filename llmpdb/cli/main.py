@@ -155,7 +155,8 @@ def _restarting(debugger, target) -> None:
 
 
 def _say(text: str) -> None:
-    """Print one of llmpdb's own lines to stdout, or to stderr when stdout is closed (``>&-``)."""
-    from ..headless.streams import output_stream
+    """Print one of llmpdb's own lines to stdout, or to stderr when stdout is closed (``>&-``); a write that
+    fails (``>/dev/full``) is dropped."""
+    from ..headless.streams import DroppingOutput, output_stream
 
-    print(text, file=output_stream(sys.stdout, sys.stderr))
+    print(text, file=DroppingOutput(output_stream(sys.stdout, sys.stderr)))

@@ -7,9 +7,9 @@ Usage::
     history_size()               # $LLMPDB_HISTORY_SIZE, else the config file's history_size, else 1000
 
 The folder is created 0700 and the file 0600. The file is used only when it is safe: the folder is a
-directory owned by this user and not writable by group or others, and the file is a regular file opened
-with ``O_NOFOLLOW`` (a symbolic link planted there is refused) and ``O_NONBLOCK`` then checked with
-``fstat`` (a FIFO, device or directory there is refused and never blocks the prompt). A refused file keeps
+directory owned by this user and not writable by group or others, and the file is a regular file of this
+user opened by ``files.private_file.open_private`` (a symbolic link planted there is refused; a FIFO,
+device or directory there is refused and never blocks the prompt). A refused file keeps
 this session's history in memory and says so once, on standard error. Only the tail of the file that holds
 the last ``history_size()`` entries is read (a 200 MB file costs a few chunks), invalid UTF-8 is read with
 replacement characters, and a file holding more entries than kept is rewritten to the kept ones.
@@ -23,12 +23,13 @@ import stat
 import sys
 from pathlib import Path
 
+from ..files.private_file import open_private, write_private_file
+
 __all__ = ["history_path", "history_size", "open_history", "read_tail", "DEFAULT_HISTORY_SIZE"]
 
 DEFAULT_HISTORY_SIZE = 1000
 _CHUNK = 1 << 16
 _MAX_READ = 1 << 24  # bytes of tail read at most, whatever the entries' length
-_SAFE = os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 _WARNED: list[str] = []
 
 
@@ -71,20 +72,6 @@ def _safe_folder(folder: Path) -> str | None:
     return None
 
 
-def open_regular(path: Path, flags: int, mode: int = 0o600) -> int:
-    """Usage: ``fd = open_regular(path, os.O_RDONLY)``; a descriptor on a regular file, never following a
-    link nor blocking on a FIFO; OSError otherwise."""
-    fd = os.open(path, flags | _SAFE, mode)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path} is not a regular file")
-        os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
 def read_tail(fd: int, keep: int) -> tuple[list[str], bool]:
     """Usage: ``entries, more = read_tail(fd, 1000)``; the last ``keep`` entries newest first, and whether
     the file holds more (entries are ``#`` lines followed by ``+``-prefixed lines, prompt_toolkit's format)."""
@@ -113,16 +100,8 @@ def read_tail(fd: int, keep: int) -> tuple[list[str], bool]:
 
 
 def _rewrite(path: Path, newest_first: list[str]) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    try:
-        os.unlink(temporary)  # whatever is there (a link included) is ours to replace, in our own folder
-    except FileNotFoundError:
-        pass
-    fd = open_regular(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        for entry in reversed(newest_first):
-            out.write("\n# llmpdb\n" + "".join(f"+{line}\n" for line in entry.split("\n")))
-    os.replace(temporary, path)
+    write_private_file(str(path), "".join("\n# llmpdb\n" + "".join(f"+{line}\n" for line in entry.split("\n"))
+                                          for entry in reversed(newest_first)))
 
 
 def open_history():
@@ -136,7 +115,7 @@ def open_history():
     why = _safe_folder(path.parent)
     if why is None:
         try:
-            os.close(open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND))
+            os.close(open_private(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND))
         except OSError:
             why = "is not a regular file of ours"
     if why is not None:
@@ -146,7 +125,7 @@ def open_history():
     class _StateHistory(History):
         def load_history_strings(self):
             try:
-                fd = open_regular(path, os.O_RDONLY)
+                fd = open_private(path, os.O_RDONLY)
             except OSError:
                 return []
             try:
@@ -163,7 +142,7 @@ def open_history():
         def store_string(self, string: str) -> None:
             text = "\n# llmpdb\n" + "".join(f"+{line}\n" for line in string.split("\n"))
             try:
-                fd = open_regular(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+                fd = open_private(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
             except OSError:  # replaced by something unsafe meanwhile: the entry stays in memory
                 return
             try:

@@ -7,8 +7,9 @@ Usage::
         fh.write(b"...")
 
 The target is looked at with ``lstat`` (a symbolic link is never followed: it is refused); the temporary
-file is created with ``O_CREAT | O_EXCL | O_NOFOLLOW`` and mode 0600, flushed and fsynced, then
-``os.replace``d onto the target, so a reader never sees half a file. On any failure it is removed.
+file is created by ``private_file.open_private`` (``O_CREAT | O_EXCL | O_NOFOLLOW``, mode 0600), flushed
+and fsynced, then ``os.replace``d onto the target, so a reader never sees half a file. On any failure it
+is removed.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import os
 import stat
 from collections.abc import Iterator
 from typing import BinaryIO
+
+from .private_file import PrivateFileError, open_private
 
 __all__ = ["FileTargetError", "check_target", "atomic_writer"]
 
@@ -54,13 +57,14 @@ def atomic_writer(path: str) -> Iterator[BinaryIO]:
     check_target(path)
     folder = os.path.dirname(os.path.abspath(path))
     base = os.path.basename(path)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     for attempt in range(100):
         tmp = os.path.join(folder, f".{base}.tmp-{os.getpid()}-{attempt}")
+        if os.path.lexists(tmp):
+            continue
         try:
-            fd = os.open(tmp, flags, 0o600)
+            fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
             break
-        except FileExistsError:
+        except PrivateFileError:
             continue
     else:
         raise FileTargetError(f"{path}: cannot create a temporary file in {folder}")

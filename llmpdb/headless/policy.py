@@ -4,7 +4,8 @@ Usage: mixed into the debugger in front of ``HeadlessMixin`` (``HeadlessPolicyMi
 ``LLMPDB_HEADLESS=attach|log|skip`` (``python -m llmpdb --headless POLICY``).
 
 The policy applies when standard input is not a terminal and holds nothing to read: closed, ``/dev/null``,
-or the process's real stdin that already ran out at an earlier stop. A pipe or file that still holds
+the process's real stdin that already ran out at an earlier stop, or an open pipe that gives nothing within
+``LLMPDB_ATTACH_TIMEOUT`` (``headless.silent_stdin``: ``ssh`` without ``-t``). A pipe or file that holds
 commands is read as before. The first stop of ``python -m llmpdb`` (the script's first line) keeps its
 meaning (it continues) unless ``--listen`` was given.
 
@@ -15,13 +16,15 @@ meaning (it continues) unless ``--listen`` was given.
   A client stays attached across ``c`` until the next stop; Ctrl-D in the client detaches (the program
   continues); a lost connection waits ``LLMPDB_ATTACH_TIMEOUT`` for a re-attach, then continues.
 - ``log``: the stop's header and the tour (``LLMPDB_TOUR``, default ``shapes``) go to the debugger's
-  output, or to ``LLMPDB_LOG=FILE`` (appended, mode 0600), after a line with the time, the place, the
-  module path and the rank; then the program continues. With ``LLMPDB_SNAPSHOT=1``
+  output, or to ``LLMPDB_LOG=FILE`` (appended, mode 0600; a link, FIFO or device is refused in one line,
+  and a failed write is dropped: ``files.private_file``, ``headless.streams.DroppingOutput``), after a
+  line with the time, the place, the module path and the rank; then the program continues. With ``LLMPDB_SNAPSHOT=1``
   (``python -m llmpdb --snapshot``) each logged stop also runs ``snapshot``: one file per stop in the
   current folder, rate-limited with the log (a snapshot over the size limit is refused with one line).
 - ``skip``: one line, then continue.
 
-Under ``python -m llmpdb``, ``kill -USR1 PID`` stops the program at its next line (``install_attach_signal``).
+Under ``python -m llmpdb``, ``kill -USR1 PID`` stops the program at its next line (``install_attach_signal``);
+at a stop already (its prompt, an attach wait) it is ignored with one line.
 
 Repeated hits of one site (file and line) are rate-limited for ``log``, ``skip`` and the no-wait stops of
 ``attach``: the first 10 hits are logged, then every 1000th, with a one-line note at the 11th.
@@ -30,7 +33,6 @@ Policy lines go to standard error, the job's log (the debugger's output may be t
 
 from __future__ import annotations
 
-import atexit
 import io
 import os
 import signal
@@ -42,7 +44,9 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from ..identity import current_rank
+from ..remote.cleanup import signals_remove_files
 from ..session import SESSION
+from .stop_signal import install_attach_signal
 from .streams import stream_is_terminal
 
 if TYPE_CHECKING:  # annotations only: sockets are imported when a listener is opened
@@ -138,6 +142,7 @@ class _State:
             _log(line)
 
     def listener_or_none(self) -> Listener | None:
+        from ..remote.cleanup import remove_at_end
         from ..remote.listener import Listener, RemoteError
         from ..remote.seat import Seat
         if self.pid != os.getpid():  # a forked child (a data-loader worker) gets its own listener
@@ -153,7 +158,7 @@ class _State:
                     listener.close()
                 return None
             self.listener, self.seat = listener, Seat(listener)
-            atexit.register(self.close)
+            remove_at_end(listener, self.close, self.seat)  # atexit, a forked child's exit, SIGTERM/SIGHUP
         return self.listener
 
     def count(self, site) -> tuple[bool, str | None]:
@@ -186,23 +191,6 @@ def client_attached() -> bool:
         return False
     seat.stop_watching()  # the watcher of a running program reads the same socket
     return seat.still_there()
-
-
-def install_attach_signal() -> None:
-    """Usage: ``install_attach_signal()`` (``python -m llmpdb`` does it); ``kill -USR1 PID`` then stops the
-    program at its next line, where the policy applies (``attach`` waits its full timeout again)."""
-    sigusr1 = getattr(signal, "SIGUSR1", None)
-    if sigusr1 is not None and signal.getsignal(sigusr1) == signal.SIG_DFL:
-        signal.signal(sigusr1, _stop_on_signal)
-
-
-def _stop_on_signal(signum, frame) -> None:
-    from ..session import SESSION
-
-    _STATE.gave_up = False
-    if SESSION.stopper is not None and frame is not None:
-        _log(f"llmpdb: SIGUSR1: stopping at {_where(frame)}")
-        SESSION.stopper(frame, None)
 
 
 def _interrupt_main() -> None:
@@ -295,16 +283,23 @@ class HeadlessPolicyMixin:
             return None
         if self.listen_from_start:
             return "attach"
-        if self.initial_stop:
-            return None
         stream = self._input_stream()
+        if self.initial_stop:  # python -m llmpdb's first line: it continues at end of input
+            return "continue" if self._stdin_stays_silent(stream) else None
         if stream_is_terminal(stream):
             return None
         if input_is_absent(stream):
             return chosen_policy()
         if _STATE.stdin_ran_out and stream is sys.stdin and os.environ.get("LLMPDB_HEADLESS"):
             return chosen_policy()
+        if self._stdin_stays_silent(stream):
+            return chosen_policy()
         return None
+
+    def _stdin_stays_silent(self, stream) -> bool:
+        from .silent_stdin import stdin_stays_silent  # an open pipe nobody writes to (ssh without -t)
+
+        return stream is sys.stdin and stdin_stays_silent(stream, _attach_timeout(), _log)
 
     def stop_headless_policy(self, stop, proceed):
         """Stop stage ``headless policy``: with no terminal to read, attach a client, log a tour, or skip."""
@@ -320,10 +315,15 @@ class HeadlessPolicyMixin:
             while tb is not None and tb.tb_next is not None:
                 tb = tb.tb_next
             frame = tb.tb_frame if tb is not None else None
-        run = {"skip": self._headless_skip, "log": self._headless_log, "attach": self._headless_attach}[policy]
+        run = {"skip": self._headless_skip, "log": self._headless_log, "attach": self._headless_attach,
+               "continue": self._headless_continue}[policy]
         return run(frame, proceed)
 
     # ---- skip and log ---------------------------------------------------------------------------------
+    def _headless_continue(self, frame, proceed):  # python -m llmpdb's first line, stdin silent: as at its end
+        self.initial_stop = False
+        self.set_continue()
+
     def _headless_skip(self, frame, proceed):
         logged, note = _STATE.count(_site(frame))
         if note:
@@ -361,11 +361,13 @@ class HeadlessPolicyMixin:
         path = os.environ.get("LLMPDB_LOG", "")
         if not path:
             return None
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            return os.fdopen(fd, "a", encoding="utf-8", errors="replace")
-        except OSError as exc:
-            _STATE.note_once(f"llmpdb: cannot write LLMPDB_LOG={path}: {exc.strerror}; logging to the output")
+        from ..files.private_file import PrivateFileError, append_private
+        from .streams import DroppingOutput
+
+        try:  # never through a link, never a FIFO or a device, made 0600: files.private_file
+            return DroppingOutput(append_private(path), name=f"LLMPDB_LOG={path}")
+        except PrivateFileError as exc:
+            _STATE.note_once(f"llmpdb: LLMPDB_LOG: {exc}; logging to the output")
             return None
 
     # ---- attach ---------------------------------------------------------------------------------------
@@ -384,7 +386,8 @@ class HeadlessPolicyMixin:
             if logged:
                 waiting = f"waiting {wait:g} s for a client" if wait else "a client already waiting gets it"
                 _log(f"{stop_line('attach', frame)}: {waiting}: {listener.connect_command()}")
-            conn = listener.wait_client(time.time() + wait)
+            with signals_remove_files():  # SIGTERM/SIGHUP now: the .sock/.token files go, the process dies
+                conn = listener.wait_client(time.time() + wait)
             if conn is None:
                 if not _STATE.gave_up:
                     _log(f"llmpdb: no client attached within {wait:g} s; continuing (later stops take a client "
@@ -447,7 +450,8 @@ class HeadlessPolicyMixin:
             wait = _attach_timeout()
             _log(f"llmpdb: the client's connection was lost; waiting {wait:g} s for a re-attach: "
                  f"{seat.listener.connect_command()}")
-            conn = seat.listener.wait_client(time.time() + wait)
+            with signals_remove_files():
+                conn = seat.listener.wait_client(time.time() + wait)
             if conn is not None:
                 seat.take(conn)
                 _log(f"llmpdb: {conn.who} attached")

@@ -6,21 +6,30 @@ Usage::
     streams.input     # a stream to read commands from (an empty one when stdin cannot be read)
     streams.output    # stdout, else stderr when stdout is closed, else a sink that drops everything
     streams.note      # one line saying what is missing, or None
+    out = DroppingOutput(sys.stdout)   # llmpdb's own output: a failed write (a full disk) is dropped
 
 A process started with ``<&-``, ``>&-`` or ``2>&-`` has ``sys.stdin``/``sys.stdout``/``sys.stderr`` set to
 ``None``; ``nohup`` replaces a terminal stdin by a file opened for writing only, so every read raises
 ``EBADF``. Without this, ``input()`` raises (``lost sys.stdout``, ``Bad file descriptor``) and the
 exception ends the program. With it, a stop writes to whatever stream is still open, reads the commands
 it can, and otherwise sees end of input (the tour, then continue).
+
+``DroppingOutput`` carries llmpdb's own output (a stop's text on a stdout that is not a terminal, the
+``LLMPDB_LOG`` file): a write that fails (``>/dev/full``, a full disk, a reader gone) is dropped and said
+once on standard error, and the program goes on. It writes to the descriptor itself (after flushing
+what the program left in the stream's buffer), so no text of llmpdb's stays stuck in a buffer to fail
+again when the program exits (which would turn its exit status into 120).
 """
 
 from __future__ import annotations
 
 import io
 import os
+import sys
 from dataclasses import dataclass
 
-__all__ = ["StopStreams", "stop_streams", "readable", "writable", "output_stream", "NULL_OUTPUT"]
+__all__ = ["StopStreams", "stop_streams", "readable", "writable", "output_stream", "NULL_OUTPUT",
+           "DroppingOutput"]
 
 try:
     import fcntl
@@ -42,6 +51,7 @@ class _NullOutput(io.TextIOBase):
 
 
 NULL_OUTPUT = _NullOutput()
+_NOTED: set[str] = set()
 
 
 def _access_mode(stream) -> int | None:
@@ -113,3 +123,66 @@ def stream_is_terminal(stream) -> bool:
         return bool(stream is not None and stream.isatty())
     except (ValueError, OSError, AttributeError):
         return False
+
+
+class DroppingOutput:
+    """Usage: ``debugger.stdout = DroppingOutput(stream)``; writes that fail are dropped (see above)."""
+
+    def __init__(self, stream, name: str = "standard output"):
+        self.stream = stream
+        self.name = name
+        self.failed: str | None = None
+
+    def _fd(self) -> int | None:
+        try:
+            return self.stream.fileno()
+        except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+            return None
+
+    def _dropped(self, exc: BaseException) -> None:
+        why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        self.failed = why
+        if self.name not in _NOTED:  # once per process for each output, however many streams wrap it
+            _NOTED.add(self.name)
+            stderr = sys.__stderr__ if sys.__stderr__ is not None else sys.stderr
+            try:
+                stderr.write(f"llmpdb: cannot write to {self.name} ({why}); llmpdb's output there is dropped\n")
+                stderr.flush()
+            except (OSError, ValueError, AttributeError):
+                pass
+
+    def write(self, text) -> int:
+        text = str(text)
+        try:
+            fd = self._fd()
+            if fd is None:
+                self.stream.write(text)
+                return len(text)
+            try:
+                self.stream.flush()  # the program's own text first, in order
+            except (OSError, ValueError):
+                pass
+            data = text.encode(getattr(self.stream, "encoding", None) or "utf-8", "replace")
+            while data:
+                data = data[os.write(fd, data):]
+        except (OSError, ValueError, AttributeError) as exc:
+            self._dropped(exc)
+        return len(text)
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except (OSError, ValueError, AttributeError) as exc:
+            self._dropped(exc)
+
+    def close(self) -> None:
+        try:
+            self.stream.close()
+        except (OSError, ValueError, AttributeError) as exc:
+            self._dropped(exc)
+
+    def writable(self) -> bool:
+        return True
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)

@@ -10,6 +10,7 @@ On a terminal, Ctrl-D keeps pdb's meaning.
 Closed or unusable standard streams (``<&-``, ``>&-``, ``2>&-``, ``nohup``'s write-only stdin): before each
 stop ``fit_streams`` points the debugger at what still works (``llmpdb.headless.streams``): output to stdout, else
 stderr, else nowhere; commands from stdin when it can be read, else end of input at once. It says so once.
+Output that is not a terminal goes through ``DroppingOutput``: a write that fails (a full disk) is dropped.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import contextlib
 import os
 import sys
 
-from .streams import stop_streams, stream_is_terminal, writable
+from .streams import NULL_OUTPUT, DroppingOutput, stop_streams, stream_is_terminal, writable
 
 __all__ = ["HeadlessMixin", "DEFAULT_TOUR"]
 
@@ -50,9 +51,13 @@ class HeadlessMixin:
             self.stdout = sys.stdout
         if uses_stdin:
             self.stdin = streams.input
-        # input() needs sys.stdin, sys.stdout and sys.stderr; otherwise read lines from self.stdin
+        if (uses_stdout and not isinstance(self.stdout, DroppingOutput) and self.stdout is not NULL_OUTPUT
+                and not stream_is_terminal(self.stdout)):
+            self.stdout = DroppingOutput(self.stdout)  # a full disk drops llmpdb's text, never the program
+        # input() needs sys.stdin, sys.stdout and sys.stderr; otherwise read lines from self.stdin. Without a
+        # terminal for output input() has no line editing: the guarded stream shows the prompt the same way
         self.use_rawinput = (rawinput and streams.note is None and writable(sys.stdout)
-                             and writable(sys.stderr))
+                             and writable(sys.stderr) and not isinstance(self.stdout, DroppingOutput))
         if streams.note and not self._streams_note_said:
             self._streams_note_said = True
             self.message(streams.note)

@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 
+from ..files.private_file import write_private_file
 from .commands import describe_rank
 from .dump import request_dumps
 from .store import RankJob, torchrun_prefix
@@ -48,12 +49,9 @@ def register_job(world: int) -> str | None:
     safe = "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "_" for c in run[:64])
     path = os.path.join(jobs_dir(), f"{safe}-{entry['port']}-{entry['launcher_pid']}.json")
     try:
-        from ..files.atomic import FileTargetError, atomic_writer
-
         os.makedirs(jobs_dir(), mode=0o700, exist_ok=True)
-        with atomic_writer(path) as handle:  # 0600, never through a link
-            handle.write(json.dumps(entry).encode())
-    except (OSError, FileTargetError):
+        write_private_file(path, json.dumps(entry))  # 0600, renamed into place, never through a link
+    except OSError:  # PrivateFileError included
         return None
     return path
 

@@ -45,6 +45,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from ..files.private_file import PrivateFileError, write_private_file
 from ..identity import current_rank
 from .address import RemoteError, check_listen, is_loopback, parse_target
 from .frames import HELLO_LIMIT, MAX_FRAME, recv_frame, send_frame
@@ -258,14 +259,10 @@ class Listener:
         os.unlink(path)
 
     def _write_token(self) -> None:
-        path = self.token_path
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(f"{self.token}\n{self.target()}\n")
+        try:  # 0600, a new file renamed into place: never through a link planted at the name
+            write_private_file(str(self.token_path), f"{self.token}\n{self.target()}\n")
+        except PrivateFileError as exc:
+            raise RemoteError(str(exc)) from None
 
     def target(self) -> str:
         if self.kind == "unix":
