@@ -20,7 +20,7 @@ import threading
 from .forward.arming import dynamo_disable
 from .breakpoints.muting import MUTING
 from .session import SESSION
-from .debugger.thread_gate import STOP_GATE
+from .breakpoints.stop_gate import STOP_GATE
 
 __all__ = ["set_trace", "post_mortem", "pm", "breakpointhook", "install", "uninstall", "disabled",
            "get_debugger", "set_debugger"]

@@ -129,6 +129,7 @@ IMPORTS_INSIDE_FUNCTIONS = {
     "llmpdb/files/safetensors_file.py": TORCH_ONLY_IF_USED,
     "llmpdb/forward/diverge_variants.py": "the safetensors package, only for `diverge --vs ckpt=`",
     "llmpdb/headless/crash_report.py": "the version and base, only when a report is written",
+    "llmpdb/headless/stop_lines.py": "the model's module stack, only for a logged stop's line",
     "llmpdb/headless/policy.py": "sockets (remote/) load only when the attach policy opens a listener",
     "llmpdb/hosts/ipython.py": "the debugger, at IPython's first %debug, not at %load_ext",
     "llmpdb/inspect/checkpoint.py": TORCH_ONLY_IF_USED,

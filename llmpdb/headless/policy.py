@@ -43,9 +43,9 @@ import types
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from ..identity import current_rank
 from ..remote.cleanup import signals_remove_files
 from ..session import SESSION
+from .stop_lines import in_debugger_code, module_path, stop_line, stop_site, stop_where  # noqa: F401 (stop_line: its old home)
 from .stop_signal import install_attach_signal
 from .streams import stream_is_terminal
 
@@ -204,43 +204,10 @@ def _interrupt_main() -> None:
     main = threading.main_thread().ident
     for _ in range(300):
         frame = sys._current_frames().get(main)
-        if frame is None or not _is_debugger_frame(frame):
+        if frame is None or not in_debugger_code(frame):
             break
         time.sleep(0.01)
     _thread.interrupt_main(signal.SIGINT)
-
-
-def _is_debugger_frame(frame) -> bool:
-    name = frame.f_globals.get("__name__", "")
-    return name in ("bdb", "pdb", "pdbpp", "cmd") or name == "llmpdb" or name.startswith("llmpdb.")
-
-
-def _site(frame) -> tuple[str, int]:
-    return (frame.f_code.co_filename, frame.f_lineno) if frame is not None else ("?", 0)
-
-
-def _module_path(frame) -> str:
-    try:
-        from ..inspect.modules import frame_stack, module_frames
-
-        rows = module_frames(frame_stack(frame))
-    except Exception:  # a debugger is a guest: the line is written without the path
-        return ""
-    if not rows:
-        return ""
-    return f" · {rows[-1].qualname or '(root)'} ({rows[-1].class_name})"
-
-
-def stop_line(policy: str, frame) -> str:
-    """``llmpdb log 2026-12-03T13:50:01Z r0 work.py:5 work() · model.layers.0 (LlamaDecoderLayer)``"""
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    rank = current_rank()
-    rank_text = f" r{rank}" if rank is not None else ""
-    return f"llmpdb {policy} {stamp}{rank_text} {_where(frame)}{_module_path(frame)}"
-
-
-def _where(frame) -> str:
-    return f"{frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}()" if frame is not None else "?"
 
 
 class HeadlessPolicyMixin:
@@ -325,7 +292,7 @@ class HeadlessPolicyMixin:
         self.set_continue()
 
     def _headless_skip(self, frame, proceed):
-        logged, note = _STATE.count(_site(frame))
+        logged, note = _STATE.count(stop_site(frame))
         if note:
             _log(note)
         if logged:
@@ -333,7 +300,7 @@ class HeadlessPolicyMixin:
         self.set_continue()
 
     def _headless_log(self, frame, proceed):
-        logged, note = _STATE.count(_site(frame))
+        logged, note = _STATE.count(stop_site(frame))
         if not logged:
             if note:
                 _log(note)
@@ -380,7 +347,7 @@ class HeadlessPolicyMixin:
         seat.stop_watching()
         if not seat.still_there():
             wait = 0.0 if _STATE.gave_up else _attach_timeout()
-            logged, note = _STATE.count(_site(frame)) if _STATE.gave_up else (True, None)
+            logged, note = _STATE.count(stop_site(frame)) if _STATE.gave_up else (True, None)
             if note:
                 _log(note)
             if logged:
@@ -433,7 +400,7 @@ class HeadlessPolicyMixin:
             names = []
         import json
 
-        seat.conn.send("W", json.dumps({"pid": os.getpid(), "where": _where(frame) + _module_path(frame),
+        seat.conn.send("W", json.dumps({"pid": os.getpid(), "where": stop_where(frame) + module_path(frame),
                                         "commands": names}))
 
     def do_EOF(self, arg):

@@ -27,17 +27,18 @@ def install_attach_signal() -> None:
 
 
 def _stop_on_signal(signum, frame) -> None:
-    from ..debugger.thread_gate import STOP_GATE
+    from ..breakpoints.stop_gate import STOP_GATE
     from ..session import SESSION
-    from .policy import _STATE, _is_debugger_frame, _log, _where
+    from .policy import _STATE, _log
+    from .stop_lines import in_debugger_code, stop_where
 
     owner = STOP_GATE.owner
     if owner is not None and owner.is_alive():
         _log(f"llmpdb: SIGUSR1: already stopped (thread {owner.name!r}); ignored")
         return
-    while frame is not None and _is_debugger_frame(frame):  # in a trace hook: the program's frame under it
+    while frame is not None and in_debugger_code(frame):  # in a trace hook: the program's frame under it
         frame = frame.f_back
     _STATE.gave_up = False
     if SESSION.stopper is not None and frame is not None:
-        _log(f"llmpdb: SIGUSR1: stopping at {_where(frame)}")
+        _log(f"llmpdb: SIGUSR1: stopping at {stop_where(frame)}")
         SESSION.stopper(frame, None)
