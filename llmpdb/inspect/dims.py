@@ -9,7 +9,8 @@ Usage::
 Sizes come from a config (Llama, GPT-2, T5, Mixtral spellings: ``hidden_size|n_embd|d_model``,
 ``num_attention_heads|n_head|num_heads``, ``num_key_value_heads``, ``head_dim|d_kv`` or hidden/heads,
 ``vocab_size``, ``intermediate_size|n_inner|d_ff``, ``num_local_experts|num_experts``,
-``num_experts_per_tok``) — the frame's own (``self.config``, ``config``, ``model``) or, when it has none
+``num_experts_per_tok``; MLA's ``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``
+and their sum ``qk_head_dim``, which replace ``head_dim``) — the frame's own (``self.config``, ``config``, ``model``) or, when it has none
 (``GPT2MLP.forward``), the config of the nearest enclosing module frame; from the running module (a fused
 ``qkv_proj``/``c_attn`` gives ``qkv``; a module without a config gives its ``num_heads``/``head_dim``);
 and from the inputs: ``batch`` and ``seq`` from ``input_ids``, ``inputs_embeds``, ``hidden_states``
@@ -55,7 +56,8 @@ _SPELLINGS: dict[str, tuple[str, ...]] = {
 }
 _NOT_BY_SIZE = ("top_k",)          # small numbers that collide with everything: named by role only
 _LEADING = ("batch", "tokens")     # the only names of a batched tensor's leading dimension
-_ORDER = ("batch", "seq", "tokens", "hidden", "heads", "kv_heads", "head_dim", "q_dim", "kv_dim", "qkv",
+_MLA = ("qk_head_dim", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "kv_lora_rank", "q_lora_rank")
+_ORDER = ("batch", "seq", "tokens", "hidden", "heads", "kv_heads", "head_dim", *_MLA, "q_dim", "kv_dim", "qkv",
           "intermediate", "vocab", "experts", "top_k")
 _MAX_OUTER = 40                    # enclosing frames searched for a config and the inputs
 
@@ -80,12 +82,26 @@ def config_sizes(config: Any) -> dict[str, int]:
             sizes["intermediate"] = 4 * hidden
     if sizes["kv_heads"] is not None and sizes["kv_heads"] == heads:
         sizes["kv_heads"] = None
+    _mla_sizes(config, sizes)
     head_dim = sizes["head_dim"]
     if hidden and heads and head_dim and heads * head_dim != hidden:
         sizes["q_dim"] = heads * head_dim
     if hidden and sizes["kv_heads"] and head_dim and sizes["kv_heads"] * head_dim != hidden:
         sizes["kv_dim"] = sizes["kv_heads"] * head_dim
     return {key: value for key, value in sizes.items() if value is not None}
+
+
+def _mla_sizes(config: Any, sizes: dict[str, int | None]) -> None:
+    """Multi-head latent attention (DeepSeek-V2/V3): queries and keys are ``qk_nope_head_dim +
+    qk_rope_head_dim`` wide, values ``v_head_dim``, the cache holds the ``kv_lora_rank`` latent and the rotary
+    key. The config's ``head_dim`` is the rotary width there: it names no head, so it goes."""
+    mla = {name: _first_int(config, (name,)) for name in _MLA[1:]}
+    if not (mla["kv_lora_rank"] and mla["qk_rope_head_dim"]):
+        return
+    sizes["head_dim"] = None
+    if mla["qk_nope_head_dim"]:
+        sizes["qk_head_dim"] = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]
+    sizes.update(mla)
 
 
 def _shape(value: Any) -> tuple[int, ...] | None:

@@ -13,7 +13,8 @@ never by size alone:
 - **where it sits**: a tensor inside a KV cache (``….layers[i].keys``/``.values``, ``key_cache[i]``,
   ``past_key_values[i][0]``, ``layer_past[1]``, ``present[0]``...) is ``batch · kv_heads · seq · head_dim``
   (``heads`` when the config has no separate key/value head count) — ``seq`` is the cache's length, its
-  capacity for a static cache, the window for a sliding one;
+  capacity for a static cache, the window for a sliding one; under MLA (DeepSeek) the last dimension is
+  the ``kv_lora_rank`` latent (keys) or the ``qk_rope_head_dim`` rotary key (values);
 - **its name** (the last name of the path, per-layer indices ignored: ``outputs.attentions[0]``):
   ``logits`` ``batch · seq · vocab``, ``attn_weights`` ``batch · heads · q_seq · k_seq``,
   ``query_states`` ``batch · heads · seq · head_dim``, ``router_logits`` ``tokens · experts``,
@@ -45,18 +46,24 @@ _POSITIONAL = frozenset({"batch", "tokens"})  # named by position even when thei
 _CERTAIN = frozenset({"cache_kv"})  # roles whose layout the container fixes: named without any size
 KV = "KV"  # resolves to kv_heads when the config has a separate key/value head count, else heads
 _HIDDEN = ("hidden", "intermediate")
-_BHSD = ("batch", "heads", "seq", "head_dim")
-_BSHD = ("batch", "seq", "heads", "head_dim")
+# A head's width: head_dim, or under MLA (DeepSeek) qk_head_dim for queries and keys, v_head_dim for values.
+_QD, _KD, _OD = ("head_dim", "qk_head_dim"), ("head_dim", "qk_head_dim", "v_head_dim"), ("head_dim", "v_head_dim")
+_BHSD = ("batch", "heads", "seq", _QD)
+_BSHD = ("batch", "seq", "heads", _QD)
+_MLA_CACHE = (("batch", KV, "seq", ("kv_lora_rank", "qk_rope_head_dim")),)  # the latent and the rotary key
 
 ROLES: dict[str, dict[int, tuple[tuple[Any, ...], ...]]] = {
     "cache_kv": {4: (("batch", KV, "seq", "head_dim"),)},
     "hf_query": {4: (_BHSD,), 3: (("batch", "seq", ("q_dim", "hidden")),)},
-    "hf_key": {4: (("batch", KV, "seq", "head_dim"), _BHSD), 3: (("batch", "seq", ("kv_dim", "hidden")),)},
+    "hf_key": {4: (("batch", KV, "seq", _KD), ("batch", "heads", "seq", _KD)),
+               3: (("batch", "seq", ("kv_dim", "hidden")),)},
     "query": {4: (_BHSD, _BSHD), 3: (("batch", "seq", ("q_dim", "hidden")),)},
-    "key": {4: (("batch", KV, "seq", "head_dim"), _BHSD, ("batch", "seq", KV, "head_dim"), _BSHD),
+    "key": {4: (("batch", KV, "seq", _KD), ("batch", "heads", "seq", _KD), ("batch", "seq", KV, _KD),
+                ("batch", "seq", "heads", _KD)),
             3: (("batch", "seq", ("kv_dim", "hidden", "q_dim")),)},
     "attn_weights": {4: (("batch", "heads", "q_seq", "k_seq"),)},
-    "attn_output": {4: (_BSHD, _BHSD), 3: (("batch", "seq", ("hidden", "q_dim")),)},
+    "attn_output": {4: (("batch", "seq", "heads", _OD), ("batch", "heads", "seq", _OD)),
+                    3: (("batch", "seq", ("hidden", "q_dim")),)},
     "logits": {3: (("batch", "seq", "vocab"),), 2: (("batch", "vocab"),)},
     "router": {2: (("tokens", "experts"),), 3: (("batch", "seq", "experts"),)},
     "routing": {2: (("tokens", "experts"), ("tokens", "top_k"))},
@@ -181,7 +188,10 @@ def names_by_role(role: str, shape: Sequence[int | str], sizes: Mapping[str, int
 
     None when no layout of the role fits the shape (the caller then names by size)."""
     fitting = []
-    for layout in ROLES.get(role, {}).get(len(shape), ()):
+    layouts = ROLES.get(role, {}).get(len(shape), ())
+    if role == "cache_kv" and "kv_lora_rank" in sizes and len(shape) == 4:
+        layouts = _MLA_CACHE
+    for layout in layouts:
         names = [_slot(slot, size, sizes, role in _CERTAIN) for slot, size in zip(layout, shape)]
         if None not in names:
             fitting.append(names)

@@ -57,14 +57,17 @@ def _summary(report: CacheReport, path: str, style: Style, width: int) -> str:
         lengths = sorted({l.filled for l in report.part_layers(report.parts[1]) if l.filled is not None})
         if lengths:
             parts.append("cross " + "/".join(map(str, lengths)))
-    if report.kv_heads is not None:
+    if report.latent is not None:  # MLA: one shared latent "head", not MQA
+        parts.append("MLA latent" + (f" / q heads {report.q_heads}" if report.q_heads is not None else ""))
+        parts.append(f"kv_lora_rank {report.latent[0]} + qk_rope_head_dim {report.latent[1]}")
+    elif report.kv_heads is not None:
         heads = f"kv heads {report.kv_heads}"
         if report.q_heads is not None:
             heads += f" / q heads {report.q_heads}"
             sharing = head_sharing(report.q_heads, report.kv_heads)
             heads += f" ({sharing})" if sharing else ""
         parts.append(heads)
-    if report.head_dim is not None:
+    if report.head_dim is not None and report.latent is None:
         same = report.v_head_dim in (None, report.head_dim)
         parts.append(f"head_dim {report.head_dim}" + ("" if same else f"/{report.v_head_dim}"))
     if report.batch not in (None, 1):
@@ -206,7 +209,11 @@ def render_cache(report: CacheReport, *, width: int = 100, style: Style | None =
     headers, rows, hidden = fit_columns(headers, rows, width, CACHE_STEPS)  # shapes are never cut
     lines.append(render_table(headers, rows, width=width, shrink=(), style=style))
     lines.extend(style.dim(line) for line in _hidden(hidden, width))
-    for note in list(report.notes) + _layer_notes(report):
+    mla = [] if report.latent is None else [
+        f"MLA: keys hold the compressed latent (kv_lora_rank {report.latent[0]}), values the rotary key "
+        f"(qk_rope_head_dim {report.latent[1]}), one head shared by every query head; attention expands them "
+        "(kv_b_proj)"]
+    for note in mla + list(report.notes) + _layer_notes(report):
         lines.append(style.dim(textwrap.fill(note, width=max(width, 40), subsequent_indent="  ")))
     return "\n".join(lines)
 
