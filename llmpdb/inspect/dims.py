@@ -10,7 +10,8 @@ Sizes come from a config (Llama, GPT-2, T5, Mixtral spellings: ``hidden_size|n_e
 ``num_attention_heads|n_head|num_heads``, ``num_key_value_heads``, ``head_dim|d_kv`` or hidden/heads,
 ``vocab_size``, ``intermediate_size|n_inner|d_ff``, ``num_local_experts|num_experts``,
 ``num_experts_per_tok``; MLA's ``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``
-and their sum ``qk_head_dim``, which replace ``head_dim``) — the frame's own (``self.config``, ``config``, ``model``) or, when it has none
+and their sum ``qk_head_dim``, which replace ``head_dim``; Mamba's ``conv_kernel``, ``ssm_state`` and
+``ssm_inner`` = expand × hidden, named by role only) — the frame's own (``self.config``, ``config``, ``model``) or, when it has none
 (``GPT2MLP.forward``), the config of the nearest enclosing module frame; from the running module (a fused
 ``qkv_proj``/``c_attn`` gives ``qkv``; a module without a config gives its ``num_heads``/``head_dim``);
 and from the inputs: ``batch`` and ``seq`` from ``input_ids``, ``inputs_embeds``, ``hidden_states``
@@ -53,12 +54,16 @@ _SPELLINGS: dict[str, tuple[str, ...]] = {
     "layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
     "experts": ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"),
     "top_k": ("num_experts_per_tok", "moe_topk"),
+    "conv_kernel": ("conv_kernel", "mamba_d_conv", "d_conv", "conv_kernel_size"),
+    "ssm_state": ("state_size", "mamba_d_state", "d_state", "ssm_state_size"),
 }
-_NOT_BY_SIZE = ("top_k",)          # small numbers that collide with everything: named by role only
+# Named by role only: small numbers that collide with everything, and the state-space sizes (a Mamba layer's
+# conv kernel is 4 like a tiny model's heads; its inner width is often the MLP's).
+_NOT_BY_SIZE = ("top_k", "conv_kernel", "ssm_state", "ssm_inner")
 _LEADING = ("batch", "tokens")     # the only names of a batched tensor's leading dimension
 _MLA = ("qk_head_dim", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "kv_lora_rank", "q_lora_rank")
 _ORDER = ("batch", "seq", "tokens", "hidden", "heads", "kv_heads", "head_dim", *_MLA, "q_dim", "kv_dim", "qkv",
-          "intermediate", "vocab", "experts", "top_k")
+          "intermediate", "vocab", "experts", "top_k", "ssm_inner", "conv_kernel", "ssm_state")
 _MAX_OUTER = 40                    # enclosing frames searched for a config and the inputs
 
 
@@ -83,6 +88,9 @@ def config_sizes(config: Any) -> dict[str, int]:
     if sizes["kv_heads"] is not None and sizes["kv_heads"] == heads:
         sizes["kv_heads"] = None
     _mla_sizes(config, sizes)
+    expand = _first_int(config, ("expand", "mamba_expand"))
+    if expand and hidden and (sizes["conv_kernel"] or sizes["ssm_state"]):  # a state-space (Mamba) mixer
+        sizes["ssm_inner"] = expand * hidden
     head_dim = sizes["head_dim"]
     if hidden and heads and head_dim and heads * head_dim != hidden:
         sizes["q_dim"] = heads * head_dim

@@ -73,6 +73,9 @@ ROLES: dict[str, dict[int, tuple[tuple[Any, ...], ...]]] = {
     "ids": {2: (("batch", "seq"),)},
     "mask": {2: (("batch", "seq"),), 4: (("batch", "heads", "q_seq", "k_seq"),)},
     "positions": {1: (("seq",),), 2: (("batch", "seq"),)},
+    # state-space (Mamba) layers; "?" takes any size (Mamba-2 convolves x, B and C together: not ssm_inner)
+    "conv_state": {3: (("batch", ("ssm_inner", "?"), "conv_kernel"),)},
+    "ssm_state": {3: (("batch", ("ssm_inner", "?"), "ssm_state"),), 4: (("batch", "?", "?", "ssm_state"),)},
 }
 
 NAMES: dict[str, str] = {
@@ -95,6 +98,8 @@ NAMES: dict[str, str] = {
     **dict.fromkeys(("attention_mask", "causal_mask", "decoder_attention_mask", "encoder_attention_mask"),
                     "mask"),
     **dict.fromkeys(("position_ids", "cache_position"), "positions"),
+    **dict.fromkeys(("conv_states", "conv_state"), "conv_state"),
+    **dict.fromkeys(("recurrent_states", "recurrent_state", "ssm_states", "ssm_state"), "ssm_state"),
 }
 
 # Containers whose indexed entries are one layer's (key, value) pair (legacy tuple caches, plain models).
@@ -165,12 +170,16 @@ def _slot(slot: Any, size: int | str, sizes: Mapping[str, int], certain: bool) -
 
     A model size nobody knows (no config) prints ``?``, except in a layout the container makes certain
     (a KV cache): a classifier's ``logits`` (batch, 10) is not ``batch · vocab`` for want of a vocab size."""
+    if slot == "?":
+        return "?"  # a dimension the layout leaves unnamed: any size fits
     if isinstance(slot, tuple):
         if not isinstance(size, int):
             return "?"  # a symbolic size: which of the names, nobody can say
         fits = [name for name in slot if sizes.get(name) == size]
         if fits:
             return fits[0] if len(fits) == 1 else "?"
+        if "?" in slot:
+            return "?"
         return "1" if size == 1 else ("?" if not any(name in sizes for name in slot) else None)
     name = ("kv_heads" if "kv_heads" in sizes else "heads") if slot == KV else slot
     if name in FREE or not isinstance(size, int):

@@ -104,7 +104,35 @@ def _memory(report: CacheReport, width: int) -> str:
 
 
 def _states_text(layer: LayerReport) -> str:
+    """``conv[0] (2, 128, 4), recurrent[0] (2, 128, 8)``."""
     return ", ".join(f"{m.name.replace('_states', '')} {format_shape(m.shape)}" for m in layer.states) or NONE
+
+
+def _cut_states(text: str, limit: int) -> str:
+    """The states that fit in ``limit`` (whole entries: a shape is never cut), then ``+N more``; the first entry
+    is kept whole even when it is wider (the table then hides other columns, or this one)."""
+    entries = _split_entries(text)
+    kept: list[str] = []
+    for i, entry in enumerate(entries):
+        rest = len(entries) - i - 1
+        candidate = ", ".join(kept + [entry]) + (f" +{rest} more" if rest else "")
+        if kept and visible_len(candidate) > limit:
+            break
+        kept.append(entry)
+    left = len(entries) - len(kept)
+    return ", ".join(kept) + (f" +{left} more" if left else "")
+
+
+def _split_entries(text: str) -> list[str]:
+    """``"conv (2, 4), recurrent (2, 8)"`` -> ``["conv (2, 4)", "recurrent (2, 8)"]`` (commas in shapes kept)."""
+    entries, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += (char == "(") - (char == ")")
+        if char == "," and depth == 0:
+            entries.append(text[start:i].strip())
+            start = i + 1
+    entries.append(text[start:].strip())
+    return [e for e in entries if e]
 
 
 def _row(layer: LayerReport, cols: dict[str, bool]) -> list[str]:
@@ -162,7 +190,7 @@ def _layer_notes(report: CacheReport) -> list[str]:
 
 # How each table fits its width, in order, each step only while still too wide (docs/commands.md, `kv`).
 CACHE_STEPS: tuple[tuple, ...] = (
-    ("cut", "states", 20), ("rename", "filled/capacity", "fill/cap"), ("hide", "seen"), ("hide", "device"),
+    ("cut", "states", 20, _cut_states), ("rename", "filled/capacity", "fill/cap"), ("hide", "seen"), ("hide", "device"),
     ("hide", "window"), ("cut", "quantized", 12), ("hide", "values"), ("hide", "states"), ("hide", "quantized"),
 )
 LAYER_STEPS: tuple[tuple, ...] = (
