@@ -165,7 +165,7 @@ def _in_cache_layer(parent: tuple[str, str]) -> bool:
     return kind == "index" or (kind == "name" and (text == "self" or "layer" in text or "cache" in text))
 
 
-def _slot(slot: Any, size: int | str, sizes: Mapping[str, int], certain: bool) -> str | None:
+def _slot(slot: Any, size: int | str, sizes: Mapping[str, int], certain: bool, kv_name: str = "") -> str | None:
     """The name this slot gives a dimension of ``size``; None when the size contradicts the slot.
 
     A model size nobody knows (no config) prints ``?``, except in a layout the container makes certain
@@ -181,7 +181,7 @@ def _slot(slot: Any, size: int | str, sizes: Mapping[str, int], certain: bool) -
         if "?" in slot:
             return "?"
         return "1" if size == 1 else ("?" if not any(name in sizes for name in slot) else None)
-    name = ("kv_heads" if "kv_heads" in sizes else "heads") if slot == KV else slot
+    name = ("kv_heads" if "kv_heads" in sizes else kv_name or "heads") if slot == KV else slot
     if name in FREE or not isinstance(size, int):
         return name
     known = sizes.get(name)
@@ -192,16 +192,18 @@ def _slot(slot: Any, size: int | str, sizes: Mapping[str, int], certain: bool) -
     return "1" if size == 1 else None
 
 
-def names_by_role(role: str, shape: Sequence[int | str], sizes: Mapping[str, int]) -> list[str] | None:
+def names_by_role(role: str, shape: Sequence[int | str], sizes: Mapping[str, int],
+                  kv_name: str = "") -> list[str] | None:
     """Usage: ``names_by_role("logits", (1, 7, 256), {"vocab": 256})`` -> ``['batch', 'seq', 'vocab']``.
 
-    None when no layout of the role fits the shape (the caller then names by size)."""
+    None when no layout of the role fits the shape (the caller then names by size). ``kv_name`` names the
+    key/value head dimension when ``sizes`` has no ``kv_heads`` (several configs that disagree on it)."""
     fitting = []
     layouts = ROLES.get(role, {}).get(len(shape), ())
     if role == "cache_kv" and "kv_lora_rank" in sizes and len(shape) == 4:
         layouts = _MLA_CACHE
     for layout in layouts:
-        names = [_slot(slot, size, sizes, role in _CERTAIN) for slot, size in zip(layout, shape)]
+        names = [_slot(slot, size, sizes, role in _CERTAIN, kv_name) for slot, size in zip(layout, shape)]
         if None not in names:
             fitting.append(names)
     if not fitting:
