@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 from .style import Style, char_cells, strip_ansi, visible_len
 
-__all__ = ["render_table", "ellipsize", "fit_columns", "table_width", "fit_text"]
+__all__ = ["render_table", "ellipsize", "fit_columns", "table_width", "fit_text", "wrap_lines"]
 
 
 def ellipsize(text: str, limit: int) -> str:
@@ -61,6 +61,32 @@ def fit_text(text: str, width: int, indent: str = "  ") -> list[str]:
 
     return textwrap.wrap(text, max(width, len(indent) + 8), subsequent_indent=indent,
                          break_on_hyphens=False) or [text]
+
+
+def _protect(line: str) -> str:
+    """Spaces inside a shape ``(2, 19, 64)`` / ``[2, 4]`` become NUL, so a wrap never splits one (prose in
+    parentheses still wraps)."""
+    import re
+
+    return re.sub(r"[(\[][\d, ?…+]*[)\]]", lambda m: m.group(0).replace(" ", "\0"), line)
+
+
+def wrap_lines(text: str, width: int) -> str:
+    """Usage: ``wrap_lines(message, 80)``; each plain line wider than ``width`` wrapped at spaces, its
+    continuation indented two more than the line; shapes (brackets) and long words (paths) are never split,
+    so such a word alone may pass ``width``. Lines with colour codes are left as they are."""
+    import textwrap
+
+    out = []
+    for line in text.split("\n"):
+        if visible_len(line) <= width or "\x1b" in line:
+            out.append(line)
+            continue
+        lead = line[: len(line) - len(line.lstrip())]
+        wrapped = textwrap.wrap(_protect(line.strip()), max(width, len(lead) + 20), initial_indent=lead,
+                                subsequent_indent=lead + "  ", break_long_words=False, break_on_hyphens=False)
+        out.extend(part.replace("\0", " ") for part in wrapped or [line])
+    return "\n".join(out)
 
 
 def table_width(headers: Sequence[str], rows: Sequence[Sequence[str]], gap: int = 2) -> int:
