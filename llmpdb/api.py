@@ -107,7 +107,7 @@ def stack_model(*, show_all: bool = False, show: bool = True) -> list:
         entries = model_stack(stack, user_root())
         if show:
             style = _style()
-            _show(render_stop_header(caller, style))
+            _show(render_stop_header(caller, style, _width()))
             names = ambiguous_root_names(models_in_sight(stack, index))
             _show(render_model_stack(entries, current=index, show_all=show_all, width=_width(), style=style,
                                      root_names=tree_root_names(entries, names) if names else {}))

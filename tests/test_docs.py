@@ -31,7 +31,9 @@ KEY_LINES = [
     "inputs['input_ids']       (1, 7)  i64    56 B  batch · seq",
     "inputs['attention_mask']  (1, 7)  i64    56 B  batch · seq",
     # stop 2, at model(**inputs): which class's forward runs?
-    "LlamaForCausalLM.forward  .../site-packages/transformers/models/llama/modeling_llama.py:430"
+    # (wrapped to the 100 columns of the capture: the real path is longer than the line)
+    "LlamaForCausalLM.forward",
+    "  .../site-packages/transformers/models/llama/modeling_llama.py:430",
     "  (through deprecate_kwarg, can_return_tuple)",
     # at forward: train or inference path, KV cache?
     "path: eval, no_grad, no labels, no cache, attn sdpa | (root) (LlamaForCausalLM)",
@@ -44,8 +46,8 @@ KEY_LINES = [
     "outputs.cache: DynamicCache  2 layers  seq 7 (filled)  kv heads 2 / q heads 4 (GQA ×2)  head_dim 16",
     "memory 3.5 KiB = 2 × 2 layers × 2 kv heads × 16 head_dim × 7 seq × 4 B",
     # inside generate(): one new token per step, the cache grows
-    "path: eval, no_grad, generate(), no labels, cache DynamicCache len 8, attn sdpa"
-    " | model.layers.0.self_attn (LlamaAttention)",
+    "path: eval, no_grad, generate(), no labels, cache DynamicCache len 8, attn sdpa",
+    "  | model.layers.0.self_attn (LlamaAttention)",
     "hidden_states           (1, 1, 64)     f32      256 B  batch · seq · hidden",
     "cache: DynamicCache  2 layers  seq 8 (filled)  kv heads 2 / q heads 4 (GQA ×2)  head_dim 16  f32 cpu",
 ]

@@ -26,7 +26,7 @@ import sys
 from types import CodeType
 from typing import Any
 
-__all__ = ["instrument", "rebuild", "may_reach", "first_line", "SUPPORTED"]
+__all__ = ["instrument", "rebuild", "may_reach", "first_line", "GuardFlag", "SUPPORTED"]
 
 SUPPORTED = sys.version_info[:2] == (3, 11)
 
@@ -48,6 +48,18 @@ if SUPPORTED:
     _SEND = _OP["SEND"]
     _NO_FALLTHROUGH = frozenset(_OP[n] for n in ("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT",
                                                 "RETURN_VALUE", "RAISE_VARARGS", "RERAISE"))
+
+
+class GuardFlag(list):
+    """A guard's flag: empty while its line is unarmed, ``[True]`` when armed. A list (the interpreter tests
+    its truth in C, at the cost of a plain list), hashed and compared by identity, so that a code object
+    holding flags in its constants stays hashable: ``hash(code)`` hashes ``co_consts``, and ``linecache``,
+    ``functools`` caches, torch and llmpdb's own lookups key dicts by code objects."""
+
+    __slots__ = ()
+    __hash__ = object.__hash__
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
 
 
 class _Ins:
@@ -246,7 +258,7 @@ def instrument(code: CodeType, lines: frozenset[int], hook: Any, force: bool = F
     """A copy of ``code`` calling ``hook()`` right before each line event of ``lines``; ``code`` itself when
     no such event can happen; None when the code cannot be re-assembled (Python version, unusual jumps).
 
-    With ``guards`` (line -> a list object, for every line of ``lines``), each hook first tests its line's
+    With ``guards`` (line -> a ``GuardFlag``, for every line of ``lines``), each hook first tests its line's
     list (``LOAD_CONST flag; POP_JUMP_FORWARD_IF_FALSE``): an empty list skips the call, so lines are armed
     and disarmed later by filling and emptying the lists, without compiling again."""
     if not SUPPORTED:
@@ -255,6 +267,8 @@ def instrument(code: CodeType, lines: frozenset[int], hook: Any, force: bool = F
     first = next((i for i, ins in enumerate(instrs) if ins.op == _OP["RESUME"]), None)
     if first is None:
         return None
+    if any(type(flag) is not GuardFlag for flag in (guards or {}).values()):
+        raise TypeError("guards must be GuardFlag objects (a code object's constants must stay hashable)")
     hook_index = len(code.co_consts)
     consts = code.co_consts + ((hook,) if hook is not None else ())
     guard_at: dict[int, int] = {}

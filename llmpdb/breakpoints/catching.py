@@ -12,7 +12,10 @@ A pattern is a glob matched against every class of the exception's ``__mro__`` (
 evaluated in the raising frame with the exception bound to ``e``; one that raises stops (and says why).
 An exception counts where it starts: its traceback has one entry, the raising frame, so the same
 exception passing through the callers does not stop again. Raises inside llmpdb, pdb or bdb, and any while
-the debugger is interacting (``paused``), are ignored.
+the debugger is interacting (``paused``), are ignored; so are raises in a library's code (the standard
+library, installed packages) while an import runs it (``import numpy`` raises and handles RuntimeErrors),
+unless the pattern names a module (``catch numpy.*``). An import that fails reaches the user's
+``import`` line as an uncaught error.
 
 How raises are seen:
 - Python 3.12+: ``sys.monitoring`` ``RAISE`` events on a tool id of our own (5, else 4, else 3: the line
@@ -40,6 +43,32 @@ TOOL_NAME = "llmpdb catch"
 _PATTERN = re.compile(r"^[\w.*?\[\]!]+$")
 _LLMPDB_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _DEBUGGER_FILES = {"bdb.py", "pdb.py", "cmd.py", "pdbpp.py", "fancycompleter.py"}
+_IMPORT_FILES = ("<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>")
+_LIBRARY_DIRS: tuple[str, ...] = ()
+
+
+def _library_dirs() -> tuple[str, ...]:
+    """The standard library's and the installed packages' folders (``sysconfig``), computed once."""
+    global _LIBRARY_DIRS
+    if not _LIBRARY_DIRS:
+        import sysconfig
+        paths = sysconfig.get_paths()
+        _LIBRARY_DIRS = tuple(sorted({os.path.abspath(paths[key]) + os.sep
+                                      for key in ("stdlib", "platstdlib", "purelib", "platlib") if key in paths}))
+    return _LIBRARY_DIRS
+
+
+def _in_library_import(frame, limit: int = 200) -> bool:
+    """A raise in a library's code while an import runs it (numpy's import raises and handles RuntimeErrors):
+    the raising frame is in the standard library or an installed package, and importlib is on the stack."""
+    filename = frame.f_code.co_filename
+    if not (filename.startswith(_IMPORT_FILES) or filename.startswith(_library_dirs())):
+        return False
+    while frame is not None and limit > 0:
+        if frame.f_code.co_filename in _IMPORT_FILES:
+            return True
+        frame, limit = frame.f_back, limit - 1
+    return False
 
 
 @dataclass
@@ -238,6 +267,8 @@ class Catches:
             matched = self._matching[type(exc)] = [c for c in self.items if exception_matches(c.pattern, type(exc))]
         if not matched or _is_debugger_code(frame):
             return False
+        if all("." not in c.pattern for c in matched) and _in_library_import(frame):
+            return False  # a library's import at work; `catch numpy.*`-style patterns (a module) still stop
         self.paused += 1
         try:
             hit = next(((c, note) for c in matched for ok, note in [self._holds(c, frame, exc)] if ok), None)

@@ -28,7 +28,7 @@ import sys
 import types
 from typing import Callable
 
-from .bytecode import instrument
+from .bytecode import GuardFlag, instrument
 from .engine import identity
 from .patching import code_tree, fast_breakpoint_hook
 
@@ -37,7 +37,7 @@ __all__ = ["compile_guarded", "arm_guards", "is_guarded", "covers", "reads_bytec
 GUARDED: dict[int, types.CodeType] = {}
 """identity(code) -> code, for every code object compiled with guards."""
 
-_FLAGS: dict[str, dict[int, list]] = {}  # raw filename -> line -> flag list (non-empty: armed)
+_FLAGS: dict[str, dict[int, GuardFlag]] = {}  # raw filename -> line -> flag (non-empty: armed)
 _FIRST: dict[str, dict[int, set[int]]] = {}  # raw filename -> co_firstlineno -> lines of those code objects
 _COMPLETE: dict[str, bool] = {}  # raw filename -> every code object of it got guards
 
@@ -46,7 +46,7 @@ def _all_lines(code: types.CodeType) -> frozenset[int]:
     return frozenset(line for _, _, line in code.co_lines() if line is not None)
 
 
-def _guard_tree(code: types.CodeType, flags: dict[int, list], first: dict[int, set[int]]) -> tuple:
+def _guard_tree(code: types.CodeType, flags: dict[int, GuardFlag], first: dict[int, set[int]]) -> tuple:
     """``code`` with guards in it and every nested code object; (new code, whether all of them got guards)."""
     complete = True
     consts = list(code.co_consts)
@@ -57,7 +57,7 @@ def _guard_tree(code: types.CodeType, flags: dict[int, list], first: dict[int, s
     base = code.replace(co_consts=tuple(consts))
     lines = _all_lines(code)
     first.setdefault(code.co_firstlineno, set()).update(lines)
-    guards = {line: flags.setdefault(line, []) for line in lines}
+    guards = {line: flags.setdefault(line, GuardFlag()) for line in lines}
     try:
         new = instrument(base, lines, fast_breakpoint_hook, guards=guards) if lines else base
     except Exception:  # an assembler limit: this code object stays as compiled (the engine traces it)

@@ -93,7 +93,8 @@ class HelpCommands:
             return None
         method = getattr(self, "do_" + arg.replace("-", "_"), None)
         if getattr(method, "llmpdb_command", None):
-            self.message(inspect.cleandoc(method.__doc__ or f"{arg}: no help"))
+            from ..render.table import wrap_lines
+            self.message(wrap_lines(inspect.cleandoc(method.__doc__ or f"{arg}: no help"), self.out_width()))
             return None
         return super().do_help(arg)
 

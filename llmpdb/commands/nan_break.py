@@ -52,11 +52,11 @@ class NanBreakCommands:
             return
         if args.rest:
             raise CommandError(f"unexpected {args.rest!r} (usage: nan-break [--grad] [off])")
-        if "torch.nn.modules.module" not in sys.modules:
-            raise CommandError("torch is not imported in this program: nothing to check")
-        pairs, _ = self._nav_root_pairs()
+        torch_loaded = "torch.nn.modules.module" in sys.modules
+        pairs, _ = self._nav_root_pairs() if torch_loaded else ([], None)
         engine.arm(grad=args.flag("--grad"), roots=[m for _, m in pairs])
         what = " and ".join(k for k, on in (("module outputs", engine.outputs), ("output gradients", engine.grads))
                             if on)
-        self.message(f"nan-break: checking {what}; pauses at the first NaN/Inf, then turns off "
+        when = "checking" if torch_loaded else "armed for when torch is imported: will check"
+        self.message(f"nan-break: {when} {what}; pauses at the first NaN/Inf, then turns off "
                      "(`nan-break off` to remove)")

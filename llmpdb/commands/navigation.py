@@ -62,7 +62,7 @@ def _tree_names(stack, index: int, entries) -> dict[int, str]:
     return tree_root_names(entries, names) if names else {}
 
 
-def _path_header(stack, index: int, style: Style | None) -> str | None:
+def _path_header(stack, index: int, style: Style | None, width: int | None = None) -> str | None:
     from ..inspect.modules import model_stack
     from ..inspect.path_summary import path_summary
     from ..render.modules import render_path_summary
@@ -71,7 +71,7 @@ def _path_header(stack, index: int, style: Style | None) -> str | None:
     if summary.module is not None:
         trees = _tree_names(stack, index, model_stack(stack[: index + 1], user_root()))
         root_name = trees.get(summary.module.tree)
-    return render_path_summary(summary, style, root_name=root_name)
+    return render_path_summary(summary, style, root_name=root_name, width=width)
 
 
 def render_stack_model(stack, index: int, *, width: int, style: Style | None = None, show_all: bool = False) -> str:
@@ -79,21 +79,21 @@ def render_stack_model(stack, index: int, *, width: int, style: Style | None = N
     ``[(frame, lineno)]`` stack (pdb's, or a traceback's): the path header, then the table."""
     from ..inspect.modules import model_stack
     from ..render.modules import render_model_stack
-    header = _path_header(stack, index, style)
+    header = _path_header(stack, index, style, width)
     entries = model_stack(stack, user_root())
     table = render_model_stack(entries, current=index, show_all=show_all, width=width, style=style,
                                root_names=_tree_names(stack, index, entries))
     return f"{header}\n{table}" if header else table
 
 
-def render_stop_header(frame, style: Style | None = None) -> str | None:
+def render_stop_header(frame, style: Style | None = None, width: int | None = None) -> str | None:
     """Usage: ``render_stop_header(frame)`` -> ``"path: eval, no_grad, ... | model.layers.1.self_attn
     (LlamaAttention)"``, or None when no module runs on the stack and no model was set."""
     if frame is None or "torch" not in sys.modules:
         return None  # without torch no module runs and none was set
     from ..inspect.modules import frame_stack
     stack = frame_stack(frame)
-    return _path_header(stack, len(stack) - 1, style)
+    return _path_header(stack, len(stack) - 1, style, width)
 
 
 @register_stop_note
@@ -108,8 +108,9 @@ def module_breakpoint_problems_note(frame, debugger) -> list[str]:
 @register_stop_note
 def model_path_note(frame, debugger) -> str | None:
     """The stop note: the path header, coloured like the debugger's output."""
-    style_of = getattr(debugger, "out_style", None)
-    return render_stop_header(frame, style_of() if callable(style_of) else None)
+    style_of, width_of = getattr(debugger, "out_style", None), getattr(debugger, "out_width", None)
+    return render_stop_header(frame, style_of() if callable(style_of) else None,
+                              width_of() if callable(width_of) else None)
 
 
 def _pending_text(pattern: str, roots: list, near) -> str:
@@ -324,7 +325,8 @@ class NavigationCommands:
             shown = _pending_text(pattern, roots, bp.near)
         extra = "".join([f" if {condition}" if condition else "", f", after {after}" if after else "",
                          ", once" if once else ""])
-        self.message(f"module breakpoint {bp.number}: {pattern}{extra} -> {shown}")
+        from ..render.table import wrap_lines
+        self.message(wrap_lines(f"module breakpoint {bp.number}: {pattern}{extra} -> {shown}", self.out_width()))
         warning = compiled_warning(pattern, roots, bp.aliases) if modules else None
         if warning:
             self.message(self.out_style().warn(f"  {warning}"))
@@ -402,6 +404,10 @@ class NavigationCommands:
             location = forward_location(target)
         except TypeError as exc:
             raise CommandError(str(exc)) from None
-        self.message(render_forward_location(location, edit=edit, style=self.out_style()))
+        from ..render.table import wrap_lines
+        text = render_forward_location(location, edit=edit, style=self.out_style())
+        head, _, command_line = text.rpartition("\n") if edit else (text, "", "")
+        wrapped = wrap_lines(head, self.out_width())  # the --edit shell command stays one line (to copy)
+        self.message(f"{wrapped}\n{command_line}" if edit and head else wrapped if not edit else text)
 
     do_wf = do_where_forward

@@ -147,8 +147,9 @@ class TraceCommands:
         shown = sum(1 for _, _, s in modules if s)
         trace.arm_next(lambda t: self._trace_done(t, fold))
         names = ", ".join(n or type(m).__name__ for m, n in pairs)
-        self.message(f"trace: armed on {shown} modules of {names}; the table prints when its next forward ends "
-                     "(`trace off` to drop)")
+        from ..render.table import wrap_lines
+        self.message(wrap_lines(f"trace: armed on {shown} modules of {names}; the table prints when its next "
+                                "forward ends (`trace off` to drop)", self.out_width()))
 
     def _trace_done(self, trace: ForwardTrace, fold: bool) -> None:
         """Runs inside the program (the root's forward hook): print, never raise into the forward."""

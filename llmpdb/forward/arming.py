@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["AfterImport", "dynamo_disable", "register_pre_hook", "remove_after_imports"]
+__all__ = ["AfterImport", "after_import_pending", "dynamo_disable", "register_pre_hook", "remove_after_imports"]
 
 
 def dynamo_disable(func):
@@ -34,9 +34,16 @@ def register_pre_hook(module, hook):
     return module.register_forward_pre_hook(dynamo_disable(hook))
 
 
-def remove_after_imports() -> None:
-    """Usage: ``remove_after_imports()``; drop every pending ``AfterImport`` finder."""
-    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, AfterImport)]
+def remove_after_imports(owner: str | None = None) -> None:
+    """Usage: ``remove_after_imports("nan-break")``; drop that owner's pending ``AfterImport`` finders
+    (every one without ``owner``)."""
+    sys.meta_path[:] = [f for f in sys.meta_path
+                        if not (isinstance(f, AfterImport) and (owner is None or f.owner == owner))]
+
+
+def after_import_pending(owner: str) -> bool:
+    """Usage: ``after_import_pending("break-module")``; whether that owner waits for an import already."""
+    return any(isinstance(f, AfterImport) and f.owner == owner for f in sys.meta_path)
 
 
 class _LoaderProxy:
@@ -60,10 +67,11 @@ class _LoaderProxy:
 
 
 class AfterImport:
-    """A one-shot ``sys.meta_path`` finder: call ``callback`` once the module ``name`` has been imported."""
+    """A one-shot ``sys.meta_path`` finder: call ``callback`` once the module ``name`` has been imported.
+    ``owner`` (``"break-module"``, ``"nan-break"``) tells whose it is: each removes only its own."""
 
-    def __init__(self, name: str, callback):
-        self.name, self.callback = name, callback
+    def __init__(self, name: str, callback, owner: str = ""):
+        self.name, self.callback, self.owner = name, callback, owner
 
     def find_spec(self, fullname, path, target=None):
         if fullname != self.name:

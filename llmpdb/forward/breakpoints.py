@@ -51,9 +51,11 @@ from ..inspect.module_compile import compiled_warning
 from ..inspect.modules import code_of, is_module
 from ..session import SESSION
 from .breakpoint_names import exception_line, labelled, stack_name
-from .arming import AfterImport, register_pre_hook, remove_after_imports
+from .arming import AfterImport, after_import_pending, register_pre_hook, remove_after_imports
 from .one_shot import OneShotTrace, hook_caller
 from .pending import RootWatch
+
+_OWNER = "break-module"  # its AfterImport finder (nan-break has its own)
 
 __all__ = ["ModuleBreakpoint", "ModuleBreakpointEngine", "ModuleMatch", "NoModuleMatch", "match_modules",
            "module_breakpoints", "near_names", "is_glob"]
@@ -180,7 +182,7 @@ class ModuleBreakpointEngine:
         if not self._bps:
             self._unwatch()
             self._known.clear()
-            remove_after_imports()
+            remove_after_imports(_OWNER)
         self._update_root_watch()
         return bp
 
@@ -227,8 +229,8 @@ class ModuleBreakpointEngine:
         before ``import torch``, once torch's module class exists."""
         api = self._torch_module_api()
         if api is None:  # torch is not imported yet (a pattern set at the script's first line)
-            if not any(isinstance(f, AfterImport) for f in sys.meta_path):
-                sys.meta_path.insert(0, AfterImport(_TORCH_MODULE, lambda module: self._watch_registrations()))
+            if not after_import_pending(_OWNER):
+                sys.meta_path.insert(0, AfterImport(_TORCH_MODULE, lambda module: self._watch_registrations(), _OWNER))
             return
         if self._registration is None and self._bps and hasattr(api, "register_module_module_registration_hook"):
             self._registration = api.register_module_module_registration_hook(self._on_register)

@@ -31,11 +31,13 @@ import os
 import sys
 import weakref
 
+from ..inspect.frames import frame_self
+from ..inspect.kinds import is_module
 from ..inspect.modules import model_names
 from ..inspect.safe import safe_getattr
 from ..inspect.shape_summary import named_tensor_leaves, tensor_summary
 from ..session import SESSION
-from .arming import dynamo_disable
+from .arming import AfterImport, after_import_pending, dynamo_disable, remove_after_imports
 
 __all__ = ["NanBreak", "nan_breaks", "bad_values"]
 
@@ -73,6 +75,28 @@ def bad_values(t) -> str | None:
     return f"{nan} NaN, {inf} Inf of {t.numel()}"
 
 
+_TORCH_MODULE = "torch.nn.modules.module"
+_OWNER = "nan-break"  # its AfterImport finder, armed before `import torch`
+
+
+def _is_compiling() -> bool:
+    """torch.compiler.is_compiling, looked up at each call (torch.compiler loads after torch's module class)."""
+    compiler = sys.modules.get("torch.compiler")
+    check = getattr(compiler, "is_compiling", None) if compiler is not None else None
+    return bool(check()) if callable(check) else False
+
+
+def _outermost_module(frame, limit: int = 400):
+    """The ``self`` of the outermost module forward on the stack (the model being called), or None."""
+    found = None
+    while frame is not None and limit > 0:
+        candidate = frame_self(frame)
+        if is_module(candidate):
+            found = candidate
+        frame, limit = frame.f_back, limit - 1
+    return found
+
+
 class NanBreak:
     """The nan-break hooks of one process; ``stopper(frame, header)`` opens the debugger (tests swap it)."""
 
@@ -88,7 +112,12 @@ class NanBreak:
 
     @property
     def armed(self) -> bool:
-        return self._handle is not None
+        return self._handle is not None or self.pending
+
+    @property
+    def pending(self) -> bool:
+        """Armed before ``import torch``: the hook goes in once torch's module class exists."""
+        return self._handle is None and after_import_pending(_OWNER)
 
     def arm(self, *, grad: bool = False, roots=()) -> None:
         """Check outputs (``grad=False``) or gradients too (``grad=True``) from the next module call on."""
@@ -99,13 +128,21 @@ class NanBreak:
         for root in roots:
             if all(ref() is not root for ref in self._roots):
                 self._roots.append(weakref.ref(root))
-        if self._handle is None:
-            api = sys.modules["torch.nn.modules.module"]
-            self._is_compiling = getattr(sys.modules.get("torch.compiler"), "is_compiling", lambda: False)
+        if self._handle is None and _TORCH_MODULE not in sys.modules:  # before `import torch`: armed then
+            if not after_import_pending(_OWNER):
+                sys.meta_path.insert(0, AfterImport(_TORCH_MODULE, lambda module: self._install(), _OWNER))
+            return
+        self._install()
+
+    def _install(self) -> None:
+        if self._handle is None and (self.outputs or self.grads) and _TORCH_MODULE in sys.modules:
+            api = sys.modules[_TORCH_MODULE]
+            self._is_compiling = _is_compiling
             self._handle = api.register_module_forward_hook(dynamo_disable(self._forward_hook))
 
     def disarm(self) -> None:
         self.outputs = self.grads = False
+        remove_after_imports(_OWNER)
         if self._handle is not None:
             self._handle.remove()
             self._handle = None
@@ -119,6 +156,11 @@ class NanBreak:
             if module is root:
                 return f"(root {type(module).__name__})"
             names = model_names(root).names_of(module)
+            if names:
+                return names[0]
+        outer = _outermost_module(sys._getframe(1))  # armed before torch: no model was in sight then
+        if outer is not None and outer is not module:
+            names = model_names(outer).names_of(module)
             if names:
                 return names[0]
         return f"({type(module).__name__}, not under the model in sight)"

@@ -9,7 +9,9 @@ Usage::
 Sizes come from a config (Llama, GPT-2, T5, Mixtral spellings: ``hidden_size|n_embd|d_model``,
 ``num_attention_heads|n_head|num_heads``, ``num_key_value_heads``, ``head_dim|d_kv`` or hidden/heads,
 ``vocab_size``, ``intermediate_size|n_inner|d_ff``, ``num_local_experts|num_experts``,
-``num_experts_per_tok``) — the frame's own (``self.config``, ``config``, ``model``) or, when it has none
+``num_experts_per_tok``; MLA's ``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``
+and their sum ``qk_head_dim``, which replace ``head_dim``; Mamba's ``conv_kernel``, ``ssm_state`` and
+``ssm_inner`` = expand × hidden, named by role only) — the frame's own (``self.config``, ``config``, ``model``) or, when it has none
 (``GPT2MLP.forward``), the config of the nearest enclosing module frame; from the running module (a fused
 ``qkv_proj``/``c_attn`` gives ``qkv``; a module without a config gives its ``num_heads``/``head_dim``);
 and from the inputs: ``batch`` and ``seq`` from ``input_ids``, ``inputs_embeds``, ``hidden_states``
@@ -40,7 +42,7 @@ from .frames import frame_locals, frame_self
 from .kinds import is_module, library_attr, static_attr, stored
 from .safe import is_tensor, no_torch_function
 
-__all__ = ["DimNamer", "config_sizes", "frame_batch_seq"]
+__all__ = ["DimNamer", "config_sizes", "agreed_sizes", "frame_batch_seq"]
 
 _SPELLINGS: dict[str, tuple[str, ...]] = {
     "hidden": ("hidden_size", "n_embd", "d_model", "n_embed", "dim"),
@@ -52,11 +54,16 @@ _SPELLINGS: dict[str, tuple[str, ...]] = {
     "layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
     "experts": ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"),
     "top_k": ("num_experts_per_tok", "moe_topk"),
+    "conv_kernel": ("conv_kernel", "mamba_d_conv", "d_conv", "conv_kernel_size"),
+    "ssm_state": ("state_size", "mamba_d_state", "d_state", "ssm_state_size"),
 }
-_NOT_BY_SIZE = ("top_k",)          # small numbers that collide with everything: named by role only
+# Named by role only: small numbers that collide with everything, and the state-space sizes (a Mamba layer's
+# conv kernel is 4 like a tiny model's heads; its inner width is often the MLP's).
+_NOT_BY_SIZE = ("top_k", "conv_kernel", "ssm_state", "ssm_inner")
 _LEADING = ("batch", "tokens")     # the only names of a batched tensor's leading dimension
-_ORDER = ("batch", "seq", "tokens", "hidden", "heads", "kv_heads", "head_dim", "q_dim", "kv_dim", "qkv",
-          "intermediate", "vocab", "experts", "top_k")
+_MLA = ("qk_head_dim", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "kv_lora_rank", "q_lora_rank")
+_ORDER = ("batch", "seq", "tokens", "hidden", "heads", "kv_heads", "head_dim", *_MLA, "q_dim", "kv_dim", "qkv",
+          "intermediate", "vocab", "experts", "top_k", "ssm_inner", "conv_kernel", "ssm_state")
 _MAX_OUTER = 40                    # enclosing frames searched for a config and the inputs
 
 
@@ -80,12 +87,41 @@ def config_sizes(config: Any) -> dict[str, int]:
             sizes["intermediate"] = 4 * hidden
     if sizes["kv_heads"] is not None and sizes["kv_heads"] == heads:
         sizes["kv_heads"] = None
+    _mla_sizes(config, sizes)
+    expand = _first_int(config, ("expand", "mamba_expand"))
+    if expand and hidden and (sizes["conv_kernel"] or sizes["ssm_state"]):  # a state-space (Mamba) mixer
+        sizes["ssm_inner"] = expand * hidden
     head_dim = sizes["head_dim"]
     if hidden and heads and head_dim and heads * head_dim != hidden:
         sizes["q_dim"] = heads * head_dim
     if hidden and sizes["kv_heads"] and head_dim and sizes["kv_heads"] * head_dim != hidden:
         sizes["kv_dim"] = sizes["kv_heads"] * head_dim
     return {key: value for key, value in sizes.items() if value is not None}
+
+
+def _mla_sizes(config: Any, sizes: dict[str, int | None]) -> None:
+    """Multi-head latent attention (DeepSeek-V2/V3): queries and keys are ``qk_nope_head_dim +
+    qk_rope_head_dim`` wide, values ``v_head_dim``, the cache holds the ``kv_lora_rank`` latent and the rotary
+    key. The config's ``head_dim`` is the rotary width there: it names no head, so it goes."""
+    mla = {name: _first_int(config, (name,)) for name in _MLA[1:]}
+    if not (mla["kv_lora_rank"] and mla["qk_rope_head_dim"]):
+        return
+    sizes["head_dim"] = None
+    if mla["qk_nope_head_dim"]:
+        sizes["qk_head_dim"] = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]
+    sizes.update(mla)
+
+
+def agreed_sizes(configs: Sequence[Any]) -> tuple[dict[str, int], frozenset[int], str]:
+    """Usage: ``agreed_sizes([teacher.config, student.config])`` -> ``({"vocab": 256, "head_dim": 16},
+    frozenset({32, 64, ...}), "kv_heads")``: the names every config gives the same size; the sizes some
+    config gives another name (a tensor of that size may be either model's: ``?``); and ``kv_heads`` when
+    some config has key/value heads apart from its query heads (a cache's head dimension is theirs)."""
+    each = [config_sizes(config) for config in configs]
+    agreed = {name: size for name, size in each[0].items() if all(other.get(name) == size for other in each[1:])}
+    ambiguous = frozenset(size for sizes in each for name, size in sizes.items() if agreed.get(name) != size)
+    kv_name = "kv_heads" if any("kv_heads" in sizes for sizes in each) and "kv_heads" not in agreed else ""
+    return agreed, ambiguous, kv_name
 
 
 def _shape(value: Any) -> tuple[int, ...] | None:
@@ -172,13 +208,16 @@ class DimNamer:
     sizes: tuple[tuple[str, int], ...]
     source: str = ""
     layers: int | None = None
+    ambiguous: frozenset[int] = frozenset()  # sizes some candidate config gives a name not in ``sizes``
+    kv_name: str = ""  # the name of a cache's head dimension when the sizes cannot tell ("kv_heads")
 
     @classmethod
     def from_config(cls, config: Any, *, batch: int | None = None, seq: int | None = None,
-                    source: str = "", module: dict[str, int] | None = None) -> "DimNamer":
+                    source: str = "", module: dict[str, int] | None = None,
+                    agreed: tuple[dict[str, int], frozenset[int], str] | None = None) -> "DimNamer":
         """Usage: ``DimNamer.from_config(model.config, batch=1, seq=7)``; ``module``: ``module_sizes(m)``,
         which fill in what the config does not say (a fused ``qkv`` width, a plain block's heads)."""
-        known = dict(config_sizes(config)) if config is not None else {}
+        known = dict(config_sizes(config)) if config is not None else dict(agreed[0]) if agreed else {}
         for key, value in (module or {}).items():
             known.setdefault(key, value)
         if known.get("kv_heads") is not None and known.get("kv_heads") == known.get("heads"):
@@ -192,6 +231,8 @@ class DimNamer:
         layers = known.pop("layers", None)
         ordered = tuple((name, known[name]) for name in _ORDER if name in known)
         extra = tuple((k, v) for k, v in known.items() if k not in _ORDER)
+        if agreed:
+            return cls(ordered + extra, source, layers, agreed[1], agreed[2])
         return cls(ordered + extra, source, layers)
 
     @classmethod
@@ -205,7 +246,8 @@ class DimNamer:
         found = candidates[0] if len(candidates) == 1 else None if candidates else _enclosing_config(outer)
         config = found[0] if found else None
         module = module_sizes(_frame_module(locals))
-        hidden = config_sizes(config).get("hidden") if config is not None else module.get("hidden")
+        agreed = agreed_sizes([c for c, _ in candidates]) if len(candidates) > 1 else None
+        hidden = (config_sizes(config) if config is not None else agreed[0] if agreed else module).get("hidden")
         bs = frame_batch_seq(locals, hidden)
         if bs is None or bs[0] is None:
             for other in outer:
@@ -221,7 +263,7 @@ class DimNamer:
         if bs is not None:
             parts.append(f"{'seq' if bs[0] is None else 'batch/seq'} from {bs[2]}")
         return cls.from_config(config, batch=bs[0] if bs else None, seq=bs[1] if bs else None,
-                               source=", ".join(parts), module=module)
+                               source=", ".join(parts), module=module, agreed=agreed)
 
     def size_of(self, name: str) -> int | None:
         """Usage: ``namer.size_of("heads")`` -> ``4`` or None."""
@@ -238,7 +280,8 @@ class DimNamer:
             else:
                 fits = [n for n, s in self.sizes if s == size and n not in _NOT_BY_SIZE
                         and (n in _LEADING) == leading]
-                names.append(fits[0] if len(fits) == 1 else "?")
+                blocked = size in self.ambiguous and not leading
+                names.append(fits[0] if len(fits) == 1 and not blocked else "?")
         return names
 
     def name_dims(self, shape: Sequence[int | str], *, batched: bool = True, path: str = "") -> list[str] | None:
@@ -250,7 +293,7 @@ class DimNamer:
         never carry a batch dimension (parameters). None when no dimension gets a name.
         """
         role = role_of(path) if path and batched else None
-        names = names_by_role(role, shape, dict(self.sizes)) if role else None
+        names = names_by_role(role, shape, dict(self.sizes), kv_name=self.kv_name) if role else None
         if names is None:
             names = self._by_size(shape, batched)
         if all(n in ("?", "1") for n in names):

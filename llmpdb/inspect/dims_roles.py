@@ -13,7 +13,8 @@ never by size alone:
 - **where it sits**: a tensor inside a KV cache (``….layers[i].keys``/``.values``, ``key_cache[i]``,
   ``past_key_values[i][0]``, ``layer_past[1]``, ``present[0]``...) is ``batch · kv_heads · seq · head_dim``
   (``heads`` when the config has no separate key/value head count) — ``seq`` is the cache's length, its
-  capacity for a static cache, the window for a sliding one;
+  capacity for a static cache, the window for a sliding one; under MLA (DeepSeek) the last dimension is
+  the ``kv_lora_rank`` latent (keys) or the ``qk_rope_head_dim`` rotary key (values);
 - **its name** (the last name of the path, per-layer indices ignored: ``outputs.attentions[0]``):
   ``logits`` ``batch · seq · vocab``, ``attn_weights`` ``batch · heads · q_seq · k_seq``,
   ``query_states`` ``batch · heads · seq · head_dim``, ``router_logits`` ``tokens · experts``,
@@ -45,18 +46,24 @@ _POSITIONAL = frozenset({"batch", "tokens"})  # named by position even when thei
 _CERTAIN = frozenset({"cache_kv"})  # roles whose layout the container fixes: named without any size
 KV = "KV"  # resolves to kv_heads when the config has a separate key/value head count, else heads
 _HIDDEN = ("hidden", "intermediate")
-_BHSD = ("batch", "heads", "seq", "head_dim")
-_BSHD = ("batch", "seq", "heads", "head_dim")
+# A head's width: head_dim, or under MLA (DeepSeek) qk_head_dim for queries and keys, v_head_dim for values.
+_QD, _KD, _OD = ("head_dim", "qk_head_dim"), ("head_dim", "qk_head_dim", "v_head_dim"), ("head_dim", "v_head_dim")
+_BHSD = ("batch", "heads", "seq", _QD)
+_BSHD = ("batch", "seq", "heads", _QD)
+_MLA_CACHE = (("batch", KV, "seq", ("kv_lora_rank", "qk_rope_head_dim")),)  # the latent and the rotary key
 
 ROLES: dict[str, dict[int, tuple[tuple[Any, ...], ...]]] = {
     "cache_kv": {4: (("batch", KV, "seq", "head_dim"),)},
     "hf_query": {4: (_BHSD,), 3: (("batch", "seq", ("q_dim", "hidden")),)},
-    "hf_key": {4: (("batch", KV, "seq", "head_dim"), _BHSD), 3: (("batch", "seq", ("kv_dim", "hidden")),)},
+    "hf_key": {4: (("batch", KV, "seq", _KD), ("batch", "heads", "seq", _KD)),
+               3: (("batch", "seq", ("kv_dim", "hidden")),)},
     "query": {4: (_BHSD, _BSHD), 3: (("batch", "seq", ("q_dim", "hidden")),)},
-    "key": {4: (("batch", KV, "seq", "head_dim"), _BHSD, ("batch", "seq", KV, "head_dim"), _BSHD),
+    "key": {4: (("batch", KV, "seq", _KD), ("batch", "heads", "seq", _KD), ("batch", "seq", KV, _KD),
+                ("batch", "seq", "heads", _KD)),
             3: (("batch", "seq", ("kv_dim", "hidden", "q_dim")),)},
     "attn_weights": {4: (("batch", "heads", "q_seq", "k_seq"),)},
-    "attn_output": {4: (_BSHD, _BHSD), 3: (("batch", "seq", ("hidden", "q_dim")),)},
+    "attn_output": {4: (("batch", "seq", "heads", _OD), ("batch", "heads", "seq", _OD)),
+                    3: (("batch", "seq", ("hidden", "q_dim")),)},
     "logits": {3: (("batch", "seq", "vocab"),), 2: (("batch", "vocab"),)},
     "router": {2: (("tokens", "experts"),), 3: (("batch", "seq", "experts"),)},
     "routing": {2: (("tokens", "experts"), ("tokens", "top_k"))},
@@ -66,6 +73,9 @@ ROLES: dict[str, dict[int, tuple[tuple[Any, ...], ...]]] = {
     "ids": {2: (("batch", "seq"),)},
     "mask": {2: (("batch", "seq"),), 4: (("batch", "heads", "q_seq", "k_seq"),)},
     "positions": {1: (("seq",),), 2: (("batch", "seq"),)},
+    # state-space (Mamba) layers; "?" takes any size (Mamba-2 convolves x, B and C together: not ssm_inner)
+    "conv_state": {3: (("batch", ("ssm_inner", "?"), "conv_kernel"),)},
+    "ssm_state": {3: (("batch", ("ssm_inner", "?"), "ssm_state"),), 4: (("batch", "?", "?", "ssm_state"),)},
 }
 
 NAMES: dict[str, str] = {
@@ -88,6 +98,8 @@ NAMES: dict[str, str] = {
     **dict.fromkeys(("attention_mask", "causal_mask", "decoder_attention_mask", "encoder_attention_mask"),
                     "mask"),
     **dict.fromkeys(("position_ids", "cache_position"), "positions"),
+    **dict.fromkeys(("conv_states", "conv_state"), "conv_state"),
+    **dict.fromkeys(("recurrent_states", "recurrent_state", "ssm_states", "ssm_state"), "ssm_state"),
 }
 
 # Containers whose indexed entries are one layer's (key, value) pair (legacy tuple caches, plain models).
@@ -153,19 +165,23 @@ def _in_cache_layer(parent: tuple[str, str]) -> bool:
     return kind == "index" or (kind == "name" and (text == "self" or "layer" in text or "cache" in text))
 
 
-def _slot(slot: Any, size: int | str, sizes: Mapping[str, int], certain: bool) -> str | None:
+def _slot(slot: Any, size: int | str, sizes: Mapping[str, int], certain: bool, kv_name: str = "") -> str | None:
     """The name this slot gives a dimension of ``size``; None when the size contradicts the slot.
 
     A model size nobody knows (no config) prints ``?``, except in a layout the container makes certain
     (a KV cache): a classifier's ``logits`` (batch, 10) is not ``batch · vocab`` for want of a vocab size."""
+    if slot == "?":
+        return "?"  # a dimension the layout leaves unnamed: any size fits
     if isinstance(slot, tuple):
         if not isinstance(size, int):
             return "?"  # a symbolic size: which of the names, nobody can say
         fits = [name for name in slot if sizes.get(name) == size]
         if fits:
             return fits[0] if len(fits) == 1 else "?"
+        if "?" in slot:
+            return "?"
         return "1" if size == 1 else ("?" if not any(name in sizes for name in slot) else None)
-    name = ("kv_heads" if "kv_heads" in sizes else "heads") if slot == KV else slot
+    name = ("kv_heads" if "kv_heads" in sizes else kv_name or "heads") if slot == KV else slot
     if name in FREE or not isinstance(size, int):
         return name
     known = sizes.get(name)
@@ -176,13 +192,18 @@ def _slot(slot: Any, size: int | str, sizes: Mapping[str, int], certain: bool) -
     return "1" if size == 1 else None
 
 
-def names_by_role(role: str, shape: Sequence[int | str], sizes: Mapping[str, int]) -> list[str] | None:
+def names_by_role(role: str, shape: Sequence[int | str], sizes: Mapping[str, int],
+                  kv_name: str = "") -> list[str] | None:
     """Usage: ``names_by_role("logits", (1, 7, 256), {"vocab": 256})`` -> ``['batch', 'seq', 'vocab']``.
 
-    None when no layout of the role fits the shape (the caller then names by size)."""
+    None when no layout of the role fits the shape (the caller then names by size). ``kv_name`` names the
+    key/value head dimension when ``sizes`` has no ``kv_heads`` (several configs that disagree on it)."""
     fitting = []
-    for layout in ROLES.get(role, {}).get(len(shape), ()):
-        names = [_slot(slot, size, sizes, role in _CERTAIN) for slot, size in zip(layout, shape)]
+    layouts = ROLES.get(role, {}).get(len(shape), ())
+    if role == "cache_kv" and "kv_lora_rank" in sizes and len(shape) == 4:
+        layouts = _MLA_CACHE
+    for layout in layouts:
+        names = [_slot(slot, size, sizes, role in _CERTAIN, kv_name) for slot, size in zip(layout, shape)]
         if None not in names:
             fitting.append(names)
     if not fitting:

@@ -11,7 +11,8 @@ Usage::
 Plumbing is recognised by file (and for a few files, function) name, so it works without importing torch
 or transformers: torch's module call machinery, hooks, autocast/no_grad context decorators and dynamo;
 transformers' output/kwarg decorators, gradient-checkpointing ``__call__`` and generation utilities;
-accelerate's hooks; functools/contextlib wrappers; bdb/pdb/runpy and llmpdb itself.
+accelerate's hooks; functools/contextlib wrappers; bdb/pdb/runpy and llmpdb itself (by the package's own
+folder, never by a folder name: a user's checkout may be called ``llmpdb/``).
 
 ``step_plumbing`` is the wider set ``s`` skips, like pdb's ``skip=``: every file of the torch,
 transformers (except ``transformers/models/``, the modeling code) and accelerate packages and of the
@@ -62,8 +63,11 @@ _PLUMBING = (
     (f"{_SEP}_pydev_bundle{_SEP}", None),
     (f"{_SEP}_pydevd_frame_eval{_SEP}", None),
     (f"{_SEP}pydevd.py", None),
-    (f"llmpdb{_SEP}", None),
 )
+# llmpdb's own code, by the package's real location (a path fragment would hide a user's checkout named llmpdb/)
+_OWN_PACKAGE = os.path.dirname(os.path.dirname(__file__))
+_OWN_DIRS = tuple({_OWN_PACKAGE + _SEP, os.path.abspath(_OWN_PACKAGE) + _SEP,
+                   os.path.realpath(_OWN_PACKAGE) + _SEP})
 _PLUMBING_STDLIB = ("functools.py", "contextlib.py", "bdb.py", "pdb.py", "runpy.py", "cmd.py", "threading.py")
 
 
@@ -133,6 +137,8 @@ def is_plumbing(frame) -> bool:
     if filename == "<string>":  # pdb runs the script through exec() of a one-line string
         caller = frame.f_back
         return caller is not None and os.path.basename(caller.f_code.co_filename) == "bdb.py"
+    if filename.startswith(_OWN_DIRS):
+        return True
     for fragment, funcs in _PLUMBING:
         if fragment in filename and (funcs is None or code.co_name in funcs):
             return True

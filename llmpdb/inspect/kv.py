@@ -71,6 +71,7 @@ class CacheReport:
     formula: str = ""
     differences: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    latent: tuple[int, int] | None = None  # MLA (DeepSeek): (kv_lora_rank, qk_rope_head_dim) that keys/values hold
 
     def part_layers(self, part: str = "") -> tuple[LayerReport, ...]:
         """Usage: ``report.part_layers("cross")``; the layers of one part (``""`` when there is one part)."""
@@ -220,13 +221,20 @@ def inspect_cache(cache: Any, *, config: Any = None) -> CacheReport:
         notes.append(f"{_ranges(offloaded)} offloaded to {layers[offloaded[0]].keys.device} (home {homes})")
     nbytes = sum(l.nbytes for l in layers)
 
-    q_heads = None
+    q_heads = latent = None
     if config is not None:
         config = text_config(config)
         q_heads = next((v for v in (_get(config, a) for a in ("num_attention_heads", "n_head", "num_heads"))
                         if type(v) is int), None)
         cfg_kv = _get(config, "num_key_value_heads")
-        if type(cfg_kv) is int and kv_heads is not None and cfg_kv != kv_heads:
+        rank, rope = _get(config, "kv_lora_rank"), _get(config, "qk_rope_head_dim")
+        if type(rank) is int and type(rope) is int and kv_heads is not None:  # multi-head latent attention
+            if kv_heads == 1 and head_dim == rank and v_head_dim == rope:
+                latent = (rank, rope)
+            else:
+                notes.append(f"config is MLA (kv_lora_rank {rank}, qk_rope_head_dim {rope}): "
+                             f"what these {kv_heads}-head tensors hold is ?")
+        elif type(cfg_kv) is int and kv_heads is not None and cfg_kv != kv_heads:
             notes.append(f"config num_key_value_heads is {cfg_kv}, tensors hold {kv_heads} (sharded or repeated)")
 
     itemsize = _single([m.itemsize for m in kv_metas])
@@ -238,10 +246,14 @@ def inspect_cache(cache: Any, *, config: Any = None) -> CacheReport:
         hd = f"{head_dim} head_dim" if head_dim == v_head_dim else f"({head_dim}+{v_head_dim}) head_dim"
         formula = (f"{'' if batch == 1 else f'batch {batch} × '}{dims} × {kv_heads} kv heads × {hd} × "
                    f"{seq} seq × {itemsize} B")
+        if latent is not None:
+            formula = (f"{'' if batch == 1 else f'batch {batch} × '}{n_layers} × ({latent[0]} latent + "
+                       f"{latent[1]} rope) × {seq} seq × {itemsize} B")
     differences = _differences(layers, parts, attn, main, seq, nbytes, formula_bytes)
     return CacheReport(
         type(cache).__name__, layout, tuple(layers), parts, seq, capacity, kv_heads, q_heads, head_dim,
         v_head_dim, batch, dtype, device, nbytes, formula_bytes, formula, tuple(differences), tuple(notes),
+        latent,
     )
 
 

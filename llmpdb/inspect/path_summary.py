@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import os
 import sys
+import weakref
 from dataclasses import dataclass
+from typing import Any
 
 from .frames import frame_locals
 from .compiled import compiled_context
-from .kinds import library_attr, library_method, module_attr, sequence_iter
+from .kinds import library_attr, library_method, module_attr, sequence_iter, static_attr
 from .kv import is_kv_pair, looks_like_cache
 from .modules import ModuleFrame, is_module, model_stack, unwrap_model
 from .safe import is_tensor
@@ -126,14 +128,48 @@ def _autocast_state() -> tuple[tuple[str, str], ...]:
     return tuple(found)
 
 
+_ATTENTION_WORDS = ("attention", "attn")
+_WALK_LIMIT = 20000  # modules looked at for an attention layer; beyond it, the answer is "may have one"
+_HAS_ATTENTION: dict[int, tuple[Any, bool]] = {}  # id(model) -> (weak reference, verdict): a few per process
+
+
+def _has_attention(model) -> bool:
+    """Whether a module or any module under it is an attention layer (by class name: ``LlamaAttention``,
+    ``GPT2Attention``, ``MultiheadAttention``, ``JambaAttention``...). A Mamba model has none, and its config
+    still carries transformers' default ``_attn_implementation``. Read through ``_modules`` dicts only."""
+    cached = _HAS_ATTENTION.get(id(model))
+    if cached is not None and cached[0]() is model:
+        return cached[1]
+    todo, seen, verdict = [model], 0, False
+    while todo and not verdict:
+        module = todo.pop()
+        seen += 1
+        if seen > _WALK_LIMIT:
+            verdict = True
+            break
+        name = type(module).__name__.lower()
+        verdict = any(word in name for word in _ATTENTION_WORDS)
+        children = static_attr(module, "_modules", None)
+        if type(children) is dict:
+            todo.extend(child for child in children.values() if is_module(child))
+    if len(_HAS_ATTENTION) > 16:
+        _HAS_ATTENTION.clear()
+    try:
+        _HAS_ATTENTION[id(model)] = (weakref.ref(model), verdict)  # never keeps a model alive
+    except TypeError:  # not weakly referenceable: asked again next time
+        pass
+    return verdict
+
+
 def _attn_implementation(*modules) -> str | None:
-    for module in modules:
-        if module is None:
-            continue
-        config = module_attr(unwrap_model(module)[0], "config", None)  # a compiled/DDP wrapper: its model's
+    """The attention kernel of the config of the first of ``modules`` that has one; None when the
+    outermost of them (the whole model) holds no attention layer."""
+    present = [unwrap_model(module)[0] for module in modules if module is not None]
+    for model in present:
+        config = module_attr(model, "config", None)  # a compiled/DDP wrapper: its model's
         value = library_attr(config, "_attn_implementation", None) if config is not None else None
         if type(value) is str and value:
-            return value
+            return value if _has_attention(present[-1]) else None
     return None
 
 

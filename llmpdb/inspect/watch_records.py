@@ -31,6 +31,7 @@ class Sample:
     text: str
     fields: tuple[tuple[str, str], ...] = ()   # (("shape", "(1, 7)"), ("dtype", "i64"), ...)
     error: bool = False
+    out_of_scope: bool = False                 # a NameError: the stop is in a frame without the name
 
 
 @dataclass
@@ -59,8 +60,14 @@ class Watch:
     code: Any = field(default=None, repr=False)
 
     def record(self, sample: Sample, stop: int, where: str = "") -> Run | None:
-        """Usage: ``watch.record(sample, stop)``; the previous run when the sample changed, else None."""
+        """Usage: ``watch.record(sample, stop)``; the previous run when the sample changed, else None.
+
+        A stop where the expression is out of scope (a ``NameError`` in another frame: a module's forward)
+        after one where it had a value is no change: nothing is recorded; the value is compared again at the
+        next stop where the name is in scope."""
         last = self.runs[-1] if self.runs else None
+        if sample.out_of_scope and last is not None and not last.sample.out_of_scope:
+            return None
         if last is not None and last.last == stop:  # the same stop seen again (`watch` typed after the note)
             return None
         if last is not None and last.sample == sample:
@@ -86,7 +93,7 @@ def failed(exc: BaseException) -> Sample:
     """Usage: ``failed(exc)``; the sample of an expression that raised (``NameError: name 'x' ...``)."""
     message = str(exc).splitlines()[0] if str(exc) else ""
     text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
-    return Sample(text[:120], error=True)
+    return Sample(text[:120], error=True, out_of_scope=isinstance(exc, NameError))
 
 
 def changed_fields(old: Sample, new: Sample) -> str:

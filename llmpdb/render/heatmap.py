@@ -6,9 +6,10 @@ Usage::
     print(render_histogram(hist, "x", width=80))
 
 Plain text draws one character per cell from the ramp `` .:-=+*#%@`` (the minimum is a blank, anything
-above it is not), ``x`` for a masked cell (-inf or the dtype's minimum), ``?`` for NaN, ``^`` for +inf. On
-a colour terminal a cell is a 256-colour background block instead. Rows are labelled with the tensor rows
-each one covers, the column axis with the first and last column index; a legend gives each glyph's
+above it is not), ``x`` for -inf or the dtype's minimum (a mask, or an overflow), ``?`` for NaN, ``^``
+for +inf; a bool tensor drawn one value per cell has a two-glyph legend (False, True). On a colour
+terminal a cell is a 256-colour background block instead. Rows are labelled with the tensor rows each one
+covers, the column axis with the first and last column index; a legend gives each glyph's
 value range.
 """
 
@@ -26,7 +27,9 @@ __all__ = ["RAMP", "render_heatmap", "render_histogram", "glyph_level"]
 RAMP = " .:-=+*#%@"
 _PALETTE = (17, 18, 19, 25, 31, 37, 43, 79, 191, 226)  # dark blue -> yellow, 256-colour backgrounds
 _SPECIAL = {MASKED: ("x", "48;5;238;37"), NAN: ("?", "48;5;160;97"), POSINF: ("^", "48;5;201;97")}
-_SPECIAL_TEXT = {MASKED: "masked (-inf or the dtype's minimum)", NAN: "NaN", POSINF: "+inf"}
+# -inf or the dtype's minimum is how attention masks mark what is not attended, and what an overflow gives
+# too (fp16 past ±65504): the legend says what the value is, not why
+_SPECIAL_TEXT = {MASKED: "-inf or the dtype's minimum", NAN: "NaN", POSINF: "+inf"}
 
 
 def glyph_level(value: float, low: float, high: float, levels: int = len(RAMP)) -> int:
@@ -51,10 +54,20 @@ def _span(edges: tuple[int, ...], i: int) -> str:
     return str(first) if first == last else f"{first}-{last}"
 
 
+def _bool_cells(grid: HeatGrid) -> bool:
+    """A bool tensor drawn one value per cell: every cell is False (0) or True (1)."""
+    return grid.dtype == "bool" and all(v in (0, 1) for row in grid.cells for v in row if not isinstance(v, str))
+
+
 def _legend(grid: HeatGrid, style: Style) -> list[str]:
     low, high = grid.low, grid.high
     items: list[str] = []
-    if low is not None:
+    if low is not None and _bool_cells(grid):
+        for value, text in ((0, "False"), (1, "True")):
+            if low <= value <= high:
+                glyph = (_cell(value, 0, 1, style) if style.color else f"'{RAMP[-1] if value else RAMP[0]}'")
+                items.append(f"{glyph} {text}")
+    elif low is not None:
         if high <= low:
             glyph = _cell(low, low, high, style) if style.color else f"'{RAMP[-1]}'"
             items.append(f"{glyph} = {format_number(low)} (every value)")
@@ -92,6 +105,8 @@ def render_heatmap(grid: HeatGrid, expr: str, *, width: int = 100, style: Style 
     r, c = len(grid.row_edges) - 1, len(grid.col_edges) - 1
     block_r, block_c = math.ceil(h / r), math.ceil(w / c)
     values = "no finite values" if grid.low is None else f"values {format_number(grid.low)} … {format_number(grid.high)}"
+    if grid.dtype == "bool" and grid.low is not None:
+        values = "share of True per cell" if not _bool_cells(grid) else "values False/True"
     scale = ("one cell per value" if (block_r, block_c) == (1, 1)
              else f"each cell the mean of up to {block_r}×{block_c} values")
     expr = ellipsize(expr, max(12, width // 2))

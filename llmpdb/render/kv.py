@@ -57,14 +57,17 @@ def _summary(report: CacheReport, path: str, style: Style, width: int) -> str:
         lengths = sorted({l.filled for l in report.part_layers(report.parts[1]) if l.filled is not None})
         if lengths:
             parts.append("cross " + "/".join(map(str, lengths)))
-    if report.kv_heads is not None:
+    if report.latent is not None:  # MLA: one shared latent "head", not MQA
+        parts.append("MLA latent" + (f" / q heads {report.q_heads}" if report.q_heads is not None else ""))
+        parts.append(f"kv_lora_rank {report.latent[0]} + qk_rope_head_dim {report.latent[1]}")
+    elif report.kv_heads is not None:
         heads = f"kv heads {report.kv_heads}"
         if report.q_heads is not None:
             heads += f" / q heads {report.q_heads}"
             sharing = head_sharing(report.q_heads, report.kv_heads)
             heads += f" ({sharing})" if sharing else ""
         parts.append(heads)
-    if report.head_dim is not None:
+    if report.head_dim is not None and report.latent is None:
         same = report.v_head_dim in (None, report.head_dim)
         parts.append(f"head_dim {report.head_dim}" + ("" if same else f"/{report.v_head_dim}"))
     if report.batch not in (None, 1):
@@ -101,7 +104,35 @@ def _memory(report: CacheReport, width: int) -> str:
 
 
 def _states_text(layer: LayerReport) -> str:
+    """``conv[0] (2, 128, 4), recurrent[0] (2, 128, 8)``."""
     return ", ".join(f"{m.name.replace('_states', '')} {format_shape(m.shape)}" for m in layer.states) or NONE
+
+
+def _cut_states(text: str, limit: int) -> str:
+    """The states that fit in ``limit`` (whole entries: a shape is never cut), then ``+N more``; the first entry
+    is kept whole even when it is wider (the table then hides other columns, or this one)."""
+    entries = _split_entries(text)
+    kept: list[str] = []
+    for i, entry in enumerate(entries):
+        rest = len(entries) - i - 1
+        candidate = ", ".join(kept + [entry]) + (f" +{rest} more" if rest else "")
+        if kept and visible_len(candidate) > limit:
+            break
+        kept.append(entry)
+    left = len(entries) - len(kept)
+    return ", ".join(kept) + (f" +{left} more" if left else "")
+
+
+def _split_entries(text: str) -> list[str]:
+    """``"conv (2, 4), recurrent (2, 8)"`` -> ``["conv (2, 4)", "recurrent (2, 8)"]`` (commas in shapes kept)."""
+    entries, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += (char == "(") - (char == ")")
+        if char == "," and depth == 0:
+            entries.append(text[start:i].strip())
+            start = i + 1
+    entries.append(text[start:].strip())
+    return [e for e in entries if e]
 
 
 def _row(layer: LayerReport, cols: dict[str, bool]) -> list[str]:
@@ -159,7 +190,7 @@ def _layer_notes(report: CacheReport) -> list[str]:
 
 # How each table fits its width, in order, each step only while still too wide (docs/commands.md, `kv`).
 CACHE_STEPS: tuple[tuple, ...] = (
-    ("cut", "states", 20), ("rename", "filled/capacity", "fill/cap"), ("hide", "seen"), ("hide", "device"),
+    ("cut", "states", 20, _cut_states), ("rename", "filled/capacity", "fill/cap"), ("hide", "seen"), ("hide", "device"),
     ("hide", "window"), ("cut", "quantized", 12), ("hide", "values"), ("hide", "states"), ("hide", "quantized"),
 )
 LAYER_STEPS: tuple[tuple, ...] = (
@@ -206,7 +237,11 @@ def render_cache(report: CacheReport, *, width: int = 100, style: Style | None =
     headers, rows, hidden = fit_columns(headers, rows, width, CACHE_STEPS)  # shapes are never cut
     lines.append(render_table(headers, rows, width=width, shrink=(), style=style))
     lines.extend(style.dim(line) for line in _hidden(hidden, width))
-    for note in list(report.notes) + _layer_notes(report):
+    mla = [] if report.latent is None else [
+        f"MLA: keys hold the compressed latent (kv_lora_rank {report.latent[0]}), values the rotary key "
+        f"(qk_rope_head_dim {report.latent[1]}), one head shared by every query head; attention expands them "
+        "(kv_b_proj)"]
+    for note in mla + list(report.notes) + _layer_notes(report):
         lines.append(style.dim(textwrap.fill(note, width=max(width, 40), subsequent_indent="  ")))
     return "\n".join(lines)
 

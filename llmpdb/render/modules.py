@@ -21,7 +21,7 @@ from ..inspect.forward_location import ForwardLocation
 from ..inspect.modules import ROOT_LABEL, ModuleFrame, StackEntry
 from ..inspect.path_summary import PathSummary
 from ..units import plural
-from .style import Style
+from .style import Style, visible_len
 from .table import fit_columns, render_table, table_width
 
 __all__ = ["module_label", "render_model_stack", "render_path_summary", "render_module_breakpoints",
@@ -126,10 +126,12 @@ def render_model_stack(entries: Sequence[StackEntry], *, current: int | None = N
     return text
 
 
-def render_path_summary(summary: PathSummary, style: Style | None = None, root_name: str | None = None) -> str | None:
+def render_path_summary(summary: PathSummary, style: Style | None = None, root_name: str | None = None,
+                        width: int | None = None) -> str | None:
     """Usage: ``render_path_summary(s)`` -> ``"path: eval, no_grad, generate(), cache DynamicCache len 7,
     attn sdpa | model.layers.1.self_attn (LlamaAttention)"``; None when no model is in sight.
-    ``root_name`` names the module from the root's variable (``teacher.model.layers.1.self_attn``)."""
+    ``root_name`` names the module from the root's variable (``teacher.model.layers.1.self_attn``).
+    With ``width``, a line that would pass it breaks between its parts (continuation lines indented)."""
     style = style or Style()
     if summary.module is None and summary.model_class is None:
         return None
@@ -162,7 +164,18 @@ def render_path_summary(summary: PathSummary, style: Style | None = None, root_n
         where = f"{module_label(summary.module, others=False, root_name=root_name)} ({summary.module.class_name})"
     else:
         where = f"model {summary.model_class} (not in a forward)"
-    return f"{style.header('path:')} {', '.join(parts)} | {where}"
+    text = f"{style.header('path:')} {', '.join(parts)} | {where}"
+    if width is None or visible_len(text) <= width:
+        return text
+    items = [part + "," for part in parts[:-1]] + parts[-1:] + ["| " + where]  # commas stay with their part
+    lines = [style.header("path:")]
+    for item in items:
+        if len(lines) > 1 or lines[0] != style.header("path:"):
+            if visible_len(lines[-1]) + 1 + visible_len(item) > width:
+                lines.append("  " + item)
+                continue
+        lines[-1] += " " + item
+    return "\n".join(lines)
 
 
 def render_module_breakpoints(breakpoints: Sequence, *, width: int = 100, style: Style | None = None) -> str:

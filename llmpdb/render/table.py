@@ -14,7 +14,7 @@ until it fits or they reach ``min_width``. Cells may hold ANSI colour codes: wid
 the table is still too wide — ``("rewrite", column, function)`` rewrites every cell of a column
 (``Backward0`` suffixes dropped), ``("cut", column, floor)`` cuts the column's cells in the middle down to
 ``floor`` characters (or to its header's length) with ``…`` (``("cut", column, floor, cutter)`` with a
-cutter of one's own), ``("rename", column, shorter)`` shortens a header, ``("hide", column)`` drops the
+cutter of one's own; two different cells never read the same: those get the room that tells them apart), ``("rename", column, shorter)`` shortens a header, ``("hide", column)`` drops the
 column and reports it, so the caller can say so below the table. A step naming a column the table does not
 have is skipped. Shape columns are never in a step.
 """
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 from .style import Style, char_cells, strip_ansi, visible_len
 
-__all__ = ["render_table", "ellipsize", "fit_columns", "table_width", "fit_text"]
+__all__ = ["render_table", "ellipsize", "fit_columns", "table_width", "fit_text", "wrap_lines"]
 
 
 def ellipsize(text: str, limit: int) -> str:
@@ -61,6 +61,32 @@ def fit_text(text: str, width: int, indent: str = "  ") -> list[str]:
 
     return textwrap.wrap(text, max(width, len(indent) + 8), subsequent_indent=indent,
                          break_on_hyphens=False) or [text]
+
+
+def _protect(line: str) -> str:
+    """Spaces inside a shape ``(2, 19, 64)`` / ``[2, 4]`` become NUL, so a wrap never splits one (prose in
+    parentheses still wraps)."""
+    import re
+
+    return re.sub(r"[(\[][\d, ?…+]*[)\]]", lambda m: m.group(0).replace(" ", "\0"), line)
+
+
+def wrap_lines(text: str, width: int) -> str:
+    """Usage: ``wrap_lines(message, 80)``; each plain line wider than ``width`` wrapped at spaces, its
+    continuation indented two more than the line; shapes (brackets) and long words (paths) are never split,
+    so such a word alone may pass ``width``. Lines with colour codes are left as they are."""
+    import textwrap
+
+    out = []
+    for line in text.split("\n"):
+        if visible_len(line) <= width or "\x1b" in line:
+            out.append(line)
+            continue
+        lead = line[: len(line) - len(line.lstrip())]
+        wrapped = textwrap.wrap(_protect(line.strip()), max(width, len(lead) + 20), initial_indent=lead,
+                                subsequent_indent=lead + "  ", break_long_words=False, break_on_hyphens=False)
+        out.extend(part.replace("\0", " ") for part in wrapped or [line])
+    return "\n".join(out)
 
 
 def table_width(headers: Sequence[str], rows: Sequence[Sequence[str]], gap: int = 2) -> int:
@@ -100,10 +126,28 @@ def fit_columns(headers: Sequence[str], rows: Sequence[Sequence[str]], width: in
             current = max([visible_len(headers[col])] + [visible_len(r[col]) for r in rows])
             new = max(step[2], visible_len(headers[col]), current - (table_width(headers, rows, gap) - width))
             if new < current:
-                for row in rows:
-                    if visible_len(row[col]) > new:
-                        row[col] = cutter(row[col], new)
+                cells = _distinct_cuts([row[col] for row in rows], new, cutter)
+                for row, cell in zip(rows, cells):
+                    row[col] = cell
     return headers, rows, hidden
+
+
+def _distinct_cuts(cells: list[str], limit: int, cutter) -> list[str]:
+    """``cells`` cut to ``limit``; where two different cells would read the same (``model.m…j.weight`` for
+    layers 0 and 1), those cells get more room, one character at a time, until they differ (or are whole)."""
+    out = [cutter(cell, limit) if visible_len(cell) > limit else cell for cell in cells]
+    room = limit
+    while True:
+        originals: dict[str, set[str]] = {}
+        for cell, cut in zip(cells, out):
+            originals.setdefault(cut, set()).add(cell)
+        clashing = {cut for cut, whole in originals.items() if len(whole) > 1}
+        if not clashing:
+            return out
+        room += 1
+        for i, (cell, cut) in enumerate(zip(cells, out)):
+            if cut in clashing:
+                out[i] = cutter(cell, room) if visible_len(cell) > room else cell
 
 
 def render_table(

@@ -130,8 +130,12 @@ def cut_path(path: str, limit: int) -> str:
 
 _ABBREV = {"batch": "b", "seq": "s", "q_seq": "qs", "k_seq": "ks", "tokens": "tok", "heads": "h",
            "kv_heads": "kvh", "head_dim": "hd", "hidden": "hid", "intermediate": "ffn", "vocab": "voc",
-           "q_dim": "qd", "kv_dim": "kvd", "qkv": "qkv", "experts": "exp", "top_k": "topk"}
-_LONG = ("kv_heads", "head_dim", "intermediate", "experts")  # abbreviated first, the short names kept
+           "q_dim": "qd", "kv_dim": "kvd", "qkv": "qkv", "experts": "exp", "top_k": "topk",
+           "qk_head_dim": "qkd", "qk_nope_head_dim": "nope", "qk_rope_head_dim": "rope", "v_head_dim": "vd",
+           "kv_lora_rank": "kvr", "q_lora_rank": "qr",
+           "ssm_inner": "inner", "conv_kernel": "ck", "ssm_state": "st"}
+_LONG = ("kv_heads", "head_dim", "intermediate", "experts", "qk_head_dim", "qk_nope_head_dim", "qk_rope_head_dim",
+         "v_head_dim", "kv_lora_rank", "q_lora_rank", "ssm_inner", "conv_kernel", "ssm_state")  # abbreviated first, the short names kept
 
 
 def _abbreviate_dims(text: str, only: Sequence[str] | None = None) -> str:

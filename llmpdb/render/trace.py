@@ -66,7 +66,7 @@ def render_trace(rows: Sequence[TraceRow], *, width: int = 100, calls: int = 0, 
     headers = ["module", "class", "in", "out", "dtype"] + (["note"] if notes else [])
     paths = _short_paths(rows)
     table = ""
-    for limit, named in ((3, True), (2, True), (1, True), (1, False)):  # fewer shapes, then no names, then cuts
+    for limit, named in ((3, True), (2, True), (1, True), (1, False)):  # fewer shapes, then no names
         body = []
         for r, path in zip(rows, paths):
             cells = [path, r.class_name, _items(r.inputs, limit, named), _items(r.outputs, limit, named),
@@ -74,7 +74,8 @@ def render_trace(rows: Sequence[TraceRow], *, width: int = 100, calls: int = 0, 
             if notes:
                 cells.append(r.note)
             body.append(cells)
-        table = render_table(headers, body, width=width, shrink=(3, 2, 1, 0), min_width=12, style=style)
+        # the module and class columns shrink; shapes are never cut (fewer of them, then no names, instead)
+        table = render_table(headers, body, width=width, shrink=(1, 0), min_width=8, style=style)
         if max(visible_len(line) for line in table.splitlines()) <= width and "…" not in strip_ansi(table):
             break
     summary = f"{plural(calls, 'module call')}"

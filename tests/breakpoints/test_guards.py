@@ -106,3 +106,20 @@ def test_guarded_code_runs_as_compiled_and_hooks_nothing_unarmed():
 ])
 def test_scripts_that_may_reach_dynamo_are_not_guarded(source, reads):
     assert reads_bytecode(source) is reads
+
+
+def test_guarded_code_objects_stay_hashable():
+    """A model's ``forward`` defined in the script is a guarded code object: torch, linecache and llmpdb key
+    dicts by code objects (``stack-model`` failed with ``unhashable type: 'list'``)."""
+    code = compile_guarded(SCRIPT, "/tmp/llmpdb-hashable-guards.py")
+    tree, todo = [], [code]
+    while todo:
+        item = todo.pop()
+        tree.append(item)
+        todo.extend(c for c in item.co_consts if isinstance(c, type(code)))
+    assert len(tree) >= 3 and all(is_guarded(item) for item in tree)
+    assert {item: True for item in tree}  # every one hashes
+    assert hash(code) == hash(code) and code == code
+    namespace = {"__name__": "guarded"}
+    exec(code, namespace)
+    assert {namespace["helper"].__code__: 1}[namespace["helper"].__code__] == 1

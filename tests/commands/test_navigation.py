@@ -15,6 +15,11 @@ from transcript import after, debug_transcript
 PREFILL = torch.tensor([[1, 2, 3, 4, 5, 6, 7]])
 
 
+def _flat(text: str) -> str:
+    """The text with its wrapping undone (messages wrap to the width at spaces)."""
+    return " ".join(text.split())
+
+
 def run_generate():
     model = tiny_llama()
     breakpoint()
@@ -130,8 +135,8 @@ def run_no_model_yet():
 def test_class_pattern_before_the_model_exists():
     # (`bm blocks.0` here is now pending, issue #10: test_path_pattern_before_the_model_exists_is_pending)
     out = debug_transcript(run_no_model_yet, ["c", "bm PlainAttention --once", "c", "p x.shape", "c"])
-    assert after(out, 1) == ("module breakpoint 1: PlainAttention, once -> no module yet: armed on "
-                             "PlainAttention modules as they are created\n")
+    assert _flat(after(out, 1)) == _flat("module breakpoint 1: PlainAttention, once -> no module yet: armed on "
+                                         "PlainAttention modules as they are created\n")
     assert after(out, 2).startswith("module breakpoint 1: blocks.0 (PlainAttention), hit 1 (once: now removed)\n")
     assert after(out, 3) == "torch.Size([1, 2, 32])\n"
 
@@ -149,12 +154,13 @@ def test_where_forward(monkeypatch):
     monkeypatch.setenv("EDITOR", "myeditor")
     out = debug_transcript(run_generate, ["c", "wf", "wf model.model", "where-forward torch.compile(model)",
                                           "wf model.model --edit", "wf 3", "c"])
-    assert after(out, 1) == f"LlamaForCausalLM.forward  {path}:{top}  (through deprecate_kwarg, can_return_tuple)\n"
-    assert after(out, 2) == (f"LlamaModel.forward  {path}:{inner}  (through deprecate_kwarg, "
-                             "merge_with_config_defaults, capture_outputs)\n")
-    assert after(out, 3) == ("OptimizedModule (forward has no Python source: a compiled wrapper)\n"
-                             f"  -> _orig_mod (torch.compile): LlamaForCausalLM.forward  {path}:{top}  "
-                             "(through deprecate_kwarg, can_return_tuple)\n")
+    assert _flat(after(out, 1)) == _flat(f"LlamaForCausalLM.forward {path}:{top} (through deprecate_kwarg, "
+                                         "can_return_tuple)")
+    assert _flat(after(out, 2)) == _flat(f"LlamaModel.forward {path}:{inner} (through deprecate_kwarg, "
+                                         "merge_with_config_defaults, capture_outputs)")
+    assert _flat(after(out, 3)) == _flat("OptimizedModule (forward has no Python source: a compiled wrapper)\n"
+                                         f"  -> _orig_mod (torch.compile): LlamaForCausalLM.forward  {path}:{top}  "
+                                         "(through deprecate_kwarg, can_return_tuple)")
     assert after(out, 4).endswith(f"\nmyeditor +{inner} {path}\n")
     assert after(out, 5) == "*** where-forward: not a module: int (no named_modules/forward)\n"
 
@@ -209,11 +215,12 @@ def test_forward_location_through_instance_forward_wrappers_and_classes():
 
 def test_a_pattern_matching_nothing_is_pending_and_says_what_is_near():
     out = debug_transcript(run_generate, ["c", "bm self_atn", "bm model.layers.9.mlp", "c"])
-    assert after(out, 1) == ("module breakpoint 1: self_atn -> no module yet: armed on self_atn modules as they "
-                             "are created (nothing matches in LlamaForCausalLM now; near: self_attn, "
-                             "model.layers.1.self_attn, model.layers.0.self_attn)\n")
-    assert after(out, 2).startswith("module breakpoint 2: model.layers.9.mlp -> pending: arms on the first new "
-                                    "model whose forward runs (nothing matches in LlamaForCausalLM now; near: ")
+    assert _flat(after(out, 1)) == _flat("module breakpoint 1: self_atn -> no module yet: armed on self_atn modules "
+                                         "as they are created (nothing matches in LlamaForCausalLM now; near: "
+                                         "self_attn, model.layers.1.self_attn, model.layers.0.self_attn)")
+    assert _flat(after(out, 2)).startswith("module breakpoint 2: model.layers.9.mlp -> pending: arms on the first "
+                                           "new model whose forward runs (nothing matches in LlamaForCausalLM now; "
+                                           "near: ")
     assert [bp.pending for bp in module_breakpoints().breakpoints()] == [True, True]
 
 
@@ -249,10 +256,10 @@ def run_two_models():
 def test_a_class_of_a_model_built_later_and_a_typo_are_pending():
     out = debug_transcript(run_two_models, ["c", "bm LlamaMLP --once", "bm self_atn", "bm", "c",
                                             "p type(self).__name__", "c"])
-    assert after(out, 1) == ("module breakpoint 1: LlamaMLP, once -> no module yet: armed on LlamaMLP modules "
-                             "as they are created (nothing matches in PlainLM now)\n")
-    assert after(out, 2) == ("module breakpoint 2: self_atn -> no module yet: armed on self_atn modules as they "
-                             "are created (nothing matches in PlainLM now)\n")
+    assert _flat(after(out, 1)) == _flat("module breakpoint 1: LlamaMLP, once -> no module yet: armed on LlamaMLP "
+                                         "modules as they are created (nothing matches in PlainLM now)")
+    assert _flat(after(out, 2)) == _flat("module breakpoint 2: self_atn -> no module yet: armed on self_atn modules "
+                                         "as they are created (nothing matches in PlainLM now)")
     rows = [line.split() for line in after(out, 3).splitlines()[1:]]
     assert [row[-4] for row in rows] == ["pending", "pending"]
     assert after(out, 4).startswith("module breakpoint 1: model.layers.0.mlp (LlamaMLP), hit 1 (once: now removed)\n")

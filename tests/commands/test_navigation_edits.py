@@ -53,7 +53,7 @@ def test_a_local_whose_class_raises_is_skipped_by_root_model_wf_and_bm():
                                      "p type(self).__name__", "c"])
     assert "internal error" not in out, out
     assert after(out, 1) == "root-model: LlamaForCausalLM (found among the current frame's variables)\n"
-    assert after(out, 2).startswith("LlamaForCausalLM.forward  ")
+    assert after(out, 2).startswith("LlamaForCausalLM.forward")
     assert after(out, 3) == "module breakpoint 1: layers.1.self_attn -> model.layers.1.self_attn\n"
     assert "(no module forward on the stack" in after(out, 4)
     assert after(out, 5).startswith("module breakpoint 1: model.layers.1.self_attn (LlamaAttention), hit 1\n")

@@ -42,7 +42,7 @@ def test_show_the_causal_mask_inside_a_tiny_llama_attention():
     for i, row in enumerate(rows):
         assert row == RAMP[-1] * (i + 1) + "x" * (5 - i)  # attended 0s, then the masked dtype minimum
     assert mask.splitlines()[0].startswith("attention_mask[0, 0]  f32 (6, 6)  values 0 … 0")
-    assert "'x' masked (-inf or the dtype's minimum) (15)" in mask
+    assert "'x' -inf or the dtype's minimum (15)" in mask
     weights = _grid_rows(chunks[5])
     for i, row in enumerate(weights):  # softmax weights: positive up to the diagonal, exactly 0 after it
         assert row[: i + 1].count(" ") == 0 and row[i + 1:] == " " * (5 - i), (i, row)

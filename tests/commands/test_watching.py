@@ -121,3 +121,15 @@ def test_watch_refuses_calls_that_could_change_the_program():
     assert chunks[6].startswith("watch 4: pending[0].size() = TypeError: size() is run by a watch only on a "
                                 "tensor, not on a int")
     assert chunks[8] == "[10, 20, 30]"
+
+
+def test_a_stop_where_the_name_is_out_of_scope_is_no_change():
+    """A stop in another frame (the MLP's forward has no ``attention_mask``) is not a change to NameError and
+    back: the watch keeps its value, and says nothing at those stops."""
+    model = tiny_llama()
+    commands = ["c", "watch attention_mask", "bm layers.0.mlp --once", "c", "c", "watch", "c"]
+    chunks = outputs_of(debug_transcript(run_model, commands, model, width=100))
+    assert "(LlamaMLP)" in chunks[2]
+    assert "NameError" not in chunks[2] and "watch 1" not in chunks[2], chunks[2]
+    assert "watch 1" not in chunks[3], chunks[3]  # back in run_model: the same (1, 7) i64
+    assert chunks[4].splitlines()[0] == "watch 1: attention_mask  (0 changes)", chunks[4]

@@ -52,7 +52,7 @@ def test_break_module_condition_stops_once_per_prefill_and_stack_model():
         prefill = s.run("c")  # generate(): its prefill stops, the one-token steps do not
         assert "module breakpoint 1: model.layers.1.self_attn (LlamaAttention), hit 2" in prefill
         assert ("path: eval, no_grad, generate(), no labels, cache DynamicCache len 7, attn sdpa "
-                "| model.layers.1.self_attn (LlamaAttention)") in prefill
+                "| model.layers.1.self_attn (LlamaAttention)") in " ".join(prefill.split())  # wrapped to the width
         listing = s.run("bm").splitlines()
         assert listing[1].split()[-3:] == ["2", "2", "2"]  # calls, hits, stops so far
         rest = s.finish("c")
@@ -90,8 +90,8 @@ def test_training_path_header_and_where_forward():
                                          "| model.layers.0 (LlamaDecoderLayer)")
         assert list(_module_rows(table)) == ["(root)", "model", "model.layers.0"]
         where = s.run("wf").strip()
-        assert re.fullmatch(r"LlamaDecoderLayer\.forward  /\S+/modeling_llama\.py:\d+  "
-                            r"\(through forward_with_checkpointing, deprecate_kwarg\)", where), where
+        assert re.fullmatch(r"LlamaDecoderLayer\.forward /\S+/modeling_llama\.py:\d+ "
+                            r"\(through forward_with_checkpointing, deprecate_kwarg\)", " ".join(where.split())), where
 
         stop1 = s.run("c")  # the script's own breakpoint, before backward: no forward on the stack
         assert "loss.backward()" in stop1 and "path:" not in stop1

@@ -153,3 +153,21 @@ def test_two_different_configs_in_sight_name_both_and_use_neither(capsys):
     assert ("no dims: config ?: model.config (LlamaConfig) or t5.config (T5Config) (which one these tensors "
             "belong to is not known)") in out
     assert "hidden  (1, 5, 64)" in out and "hidden ·" not in out
+
+
+def test_two_configs_name_only_what_they_agree_on():
+    from transformers import LlamaConfig
+
+    from llmpdb.inspect.dims import DimNamer, agreed_sizes
+
+    teacher = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                          num_key_value_heads=2)
+    student = LlamaConfig(vocab_size=256, hidden_size=32, intermediate_size=64, num_attention_heads=2,
+                          num_key_value_heads=1)
+    agreed, ambiguous, kv_name = agreed_sizes([teacher, student])
+    assert agreed == {"vocab": 256, "head_dim": 16, "layers": 32}
+    assert {32, 64, 128, 4, 2} <= ambiguous and kv_name == "kv_heads"
+    namer = DimNamer.from_config(None, batch=3, seq=5, agreed=(agreed, ambiguous, kv_name))
+    assert namer.describe((3, 5, 256), path="logits") == "batch · seq · vocab"
+    assert namer.describe((3, 5, 64)) == "batch · seq · ?"  # teacher's hidden or student's intermediate
+    assert namer.describe((3, 2, 5, 16), path="cache.layers[0].keys") == "batch · kv_heads · seq · head_dim"

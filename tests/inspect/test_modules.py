@@ -340,3 +340,21 @@ def test_render_model_stack_narrow_and_all():
     assert lines[4] == ">#5  model.…yers.1  modeling_…ama.py:299"
     assert lines[5] == " #7  model.…f_attn  modeling_…ama.py:241"
     assert max(len(line) for line in lines) <= 40
+
+
+def test_a_user_folder_named_llmpdb_is_not_plumbing(tmp_path):
+    """A ``git clone`` of llmpdb is a folder named ``llmpdb/``: the user's scripts there are theirs, and only
+    the package's own files (by its real location) are llmpdb's plumbing."""
+    import sys as _sys
+
+    from llmpdb.inspect import frame_kinds
+
+    folder = tmp_path / "llmpdb"
+    folder.mkdir()
+    code = compile("def user():\n    return _getframe()\n", str(folder / "train.py"), "exec")
+    namespace = {"_getframe": _sys._getframe}
+    exec(code, namespace)
+    assert not is_plumbing(namespace["user"]())
+    own = compile("def own():\n    return _getframe()\n", frame_kinds.__file__, "exec")
+    exec(own, namespace)
+    assert is_plumbing(namespace["own"]())

@@ -26,10 +26,10 @@ def test_plain_heatmap_of_a_masked_triangle():
         "0|@xx|",
         "1|@@x|",
         "2|@@@|",
-        "legend: '@' = 0 (every value)  'x' masked (-inf or the dtype's minimum) (3)",
+        "legend: '@' = 0 (every value)  'x' -inf or the dtype's minimum (3)",
     ]
     narrow = render_heatmap(heat_grid(mask, rows=10, cols=10), "m", width=40).splitlines()
-    assert narrow[-2:] == ["legend: '@' = 0 (every value)", "        'x' masked (-inf or the dtype's minimum) (3)"]
+    assert narrow[-2:] == ["legend: '@' = 0 (every value)", "        'x' -inf or the dtype's minimum (3)"]
 
 
 def test_colour_heatmap_uses_background_blocks_and_fits():
@@ -51,3 +51,17 @@ def test_histogram_bars_scale_to_the_width():
     assert lines[3] == "[1, 2]  4  " + "#" * room  # the fullest bin takes the room left
     assert lines[2] == "[0, 1)  1  " + "#" * round(room / 4)
     assert all(len(line) <= 30 for line in lines)
+
+
+def test_a_bool_mask_has_a_two_glyph_legend_and_an_overflow_is_not_called_masked():
+    mask = torch.tensor([[True, False, True, True], [False, False, True, True]])
+    text = render_heatmap(heat_grid(mask, rows=10, cols=10), "mask", width=80)
+    assert text.splitlines()[0] == "mask  bool (2, 4)  values False/True  (one cell per value)"
+    assert text.splitlines()[-1] == "legend: ' ' False  '@' True"
+    pooled = render_heatmap(heat_grid(torch.ones(4, 40, dtype=torch.bool).tril(), rows=2, cols=10), "m", width=80)
+    assert "share of True per cell" in pooled.splitlines()[0]
+    overflow = torch.tensor([[1.0, 70000.0, 2.0], [3.0, -70000.0, 4.0]]).half()  # fp16 overflows to ±inf
+    text = render_heatmap(heat_grid(overflow, rows=10, cols=10), "h", width=80)
+    assert "masked" not in text
+    assert "'x' -inf or the dtype's minimum (1)" in text and "'^' +inf (1)" in text
+    assert all(visible_len(line) <= 80 for line in text.splitlines())

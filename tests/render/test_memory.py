@@ -46,3 +46,20 @@ def test_a_narrow_width_cuts_paths_and_hides_columns():
     for line in lines:
         assert visible_len(line) <= 50, line
     assert any("…" in line for line in lines)
+
+
+def test_two_different_paths_never_print_the_same_cut_name():
+    tensors = tuple(TensorBytes(f"outputs.past_key_values.layers[{i}].keys", (1, 8, 4096, 128), "bf16", "cuda:0",
+                                8 * 4096 * 128 * 2) for i in (10, 11, 12))
+    report = MemoryReport(None, tensors, (), storages=3, total_bytes=3 * 8 * 4096 * 128 * 2)
+    for width in (60, 70, 80):
+        rows = [line.split("  ")[0] for line in render_memory(report, width=width).splitlines()
+                if "(1, 8, 4096, 128)" in line]
+        assert len(rows) == 3 and len(set(rows)) == 3, (width, rows)
+    more = tuple(TensorBytes(f"model.model.layers.{i}.self_attn.q_proj.weight", (64, 64), "f32", "cpu", 64 * 64 * 4)
+                 for i in (0, 1))
+    report = MemoryReport(None, tensors + more, (), storages=5, total_bytes=10)
+    for width in (40, 50, 60):
+        rows = [line.split("  ")[0] for line in render_memory(report, width=width).splitlines()
+                if "(1, 8, 4096, 128)" in line or "(64, 64)" in line]
+        assert len(rows) == 5 and len(set(rows)) == 5, (width, rows)
