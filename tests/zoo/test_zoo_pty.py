@@ -16,9 +16,7 @@ FAMILIES = [
     pytest.param("llama", "LlamaAttention", "model.layers.0.self_attn", id="decoder-llama"),
     pytest.param("bart", "BartAttention", "model.encoder.layers.0.self_attn", id="encoder-decoder-bart"),
     pytest.param("mamba", "MambaMixer", "backbone.layers.0.mixer", id="ssm-mamba"),
-    pytest.param("nanogpt", "CausalSelfAttention", "h.0", id="script-defined-nanogpt", marks=pytest.mark.xfail(
-        strict=True, reason="a model defined in the running script (3.11 engine): `stack-model: internal error "
-        "TypeError: unhashable type: 'list'`, 'naming failed' vs the module path h.0")),
+    pytest.param("nanogpt", "CausalSelfAttention", "h.0", id="script-defined-nanogpt"),
 ]
 
 
@@ -41,7 +39,7 @@ def test_a_family_in_a_real_terminal(arch, attention, path):
         assert "internal error" not in text and "naming failed" not in text and "Traceback" not in text, text
         assert re.search(rf"^>#\d+\s+{re.escape(path)}\s", stack, re.M), stack
         if arch != "nanogpt":
-            assert re.search(r"^out\S*\s+\(2, [34], 96\)\s.*batch ?· ?seq ?· ?vocab$", shapes, re.M), shapes
+            assert re.search(r"^out\S*\s+\(2, [34], 96\)\s.*(batch ?· ?seq ?· ?vocab|b·s·voc)$", shapes, re.M), shapes
         WIDE_LINES[arch] = fits(text)
 
 
@@ -51,7 +49,10 @@ WIDE = ("the `bm` confirmation (up to 97 columns), the module-breakpoint stop li
 
 
 @pytest.mark.parametrize("arch", [pytest.param(a, marks=pytest.mark.xfail(strict=True, reason=WIDE))
-                                  for a in ("llama", "bart", "mamba")] + ["nanogpt"])
+                                  for a in ("llama", "bart", "mamba")]
+                         + [pytest.param("nanogpt", marks=pytest.mark.xfail(strict=True, reason=(
+                             "kv's one-line error 'no KV cache in this frame…' is 170 columns vs 80 (errors stay "
+                             "one line)")))])
 def test_a_family_in_a_real_terminal_fits_80_columns(arch):
     if arch not in WIDE_LINES:
         pytest.skip("its terminal session did not run (or failed) in this process")
