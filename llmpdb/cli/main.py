@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from ..base import stdlib_pdb
     from ..debugger.core import Pdb
-    from ..headless.policy import install_attach_signal
+    from ..headless.stop_signal import install_attach_signal
     from ..hooks import install, set_debugger
 
     from .targets import program_target

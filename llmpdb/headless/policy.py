@@ -46,7 +46,6 @@ from typing import TYPE_CHECKING
 from ..remote.cleanup import signals_remove_files
 from ..session import SESSION
 from .stop_lines import in_debugger_code, module_path, stop_line, stop_site, stop_where  # noqa: F401 (stop_line: its old home)
-from .stop_signal import install_attach_signal
 from .streams import stream_is_terminal
 
 if TYPE_CHECKING:  # annotations only: sockets are imported when a listener is opened
@@ -54,7 +53,7 @@ if TYPE_CHECKING:  # annotations only: sockets are imported when a listener is o
     from ..remote.seat import Seat
 
 __all__ = ["HeadlessPolicyMixin", "POLICIES", "DEFAULT_ATTACH_TIMEOUT", "LOG_FIRST", "LOG_EVERY",
-           "input_is_absent", "chosen_policy", "MAX_ATTACH_TIMEOUT", "install_attach_signal", "client_attached"]
+           "input_is_absent", "chosen_policy", "MAX_ATTACH_TIMEOUT", "client_attached"]
 
 POLICIES = ("attach", "log", "skip")
 DEFAULT_ATTACH_TIMEOUT = 120.0
