@@ -112,7 +112,13 @@ class RankCommands:
         if parse_args(arg, self.do_ranks).words:
             raise CommandError("takes no arguments (usage: ranks)")
         job = self._job_or_error()
-        for line in rank_table(job.records(), job.terminal_owner(), time.time()):
+        try:
+            records, owner = job.records(), job.terminal_owner()
+        except Exception as exc:  # the launcher hosting the store is gone: one line, not a Broken pipe traceback
+            gone = (f"torchrun (pid {job.launcher_pid}) is gone, and the job's store with it" if job.launcher_gone()
+                    else f"the job's store does not answer ({type(exc).__name__}; torchrun ended?)")
+            raise CommandError(f"{gone}: no rank states to show") from None
+        for line in rank_table(records, owner, time.time()):
             self.message(line)
 
     @command

@@ -52,7 +52,8 @@ def rank_job() -> RankJob | None:
         _NO_STORE = str(exc)  # said once at a stop; tried again at the next stop until the group exists
         _give_up_if_final()
         return None
-    _JOB = RankJob(store, rank, world, interactive_rank(), via)
+    _JOB = RankJob(store, rank, world, interactive_rank(), via,
+                   launcher_pid=os.getppid() if via.startswith("torchrun") else 0)
     SESSION.relay = share_if_discarded
     atexit.register(_JOB.at_exit)
     return _JOB
@@ -75,6 +76,13 @@ def _give_up_if_final() -> None:
     global _GAVE_UP
     agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
     _GAVE_UP = agent or initialised_dist() is not None
+
+
+def store_gone_reason(job: RankJob, exc: BaseException) -> str:
+    """Usage: ``store_gone_reason(job, exc)``; why the job's store failed, in words, for one line."""
+    if job.launcher_gone():
+        return f"torchrun (pid {job.launcher_pid}) is gone, and the job's store with it"
+    return f"the job's store is gone (torchrun ended?): {type(exc).__name__}"
 
 
 def _stop_identity(frame, tb) -> tuple[str, str, str]:
@@ -160,9 +168,24 @@ class DistributedMixin(RankCommands):
         try:
             return wait_at_stop(job, stop, say=self._rank_say)
         except Exception as exc:
-            self._rank_end(job, f"the job's store is gone while rank {job.rank} waited ({type(exc).__name__}; "
-                                f"the process that hosted it ended); rank {job.rank} ends too", announce=False)
-            raise  # not reached: _rank_end exits
+            self._rank_end_store_gone(job, exc)
+            raise  # not reached: _rank_end_store_gone exits
+
+    def _rank_end_store_gone(self, job: RankJob, exc: BaseException) -> None:
+        """The store failed at a stop of a rank that does not hold the terminal: nobody is left to continue it,
+        and a prompt of its own would read the keyboard with the prompting rank (#23). One line, then end."""
+        message_on_terminal(self, f"llmpdb r{job.rank}: {store_gone_reason(job, exc)}; rank {job.rank} does not "
+                                  f"open a prompt of its own and ends too (exit status {QUIT_STATUS})")
+        self._flush_streams()
+        os._exit(QUIT_STATUS)
+
+    def _rank_say_store_gone(self, job: RankJob, exc: BaseException) -> None:
+        """The prompting rank: say once that the store is gone; it keeps the job's one prompt."""
+        if job.gone_said:
+            return
+        job.gone_said = True
+        self.message(f"llmpdb r{job.rank}: {store_gone_reason(job, exc)}; rank {job.rank} keeps the prompt and "
+                     "stops on its own (the other ranks end at their next stop)")
 
     def _rank_say(self, line: str) -> None:
         message_on_terminal(self, line)
@@ -195,9 +218,10 @@ class DistributedMixin(RankCommands):
                 job.publish("running")
                 self.set_continue()
                 return None
-        except Exception as exc:  # the store failed (the launcher is gone?): stop like plain pdb
-            self.message(f"llmpdb r{job.rank}: the job's store failed ({type(exc).__name__}: {exc}); "
-                         "this rank stops on its own")
+        except Exception as exc:  # the store failed (the launcher is gone?)
+            if not job.is_interactive and tb is None:
+                self._rank_end_store_gone(job, exc)  # never a second prompt on the terminal
+            self._rank_say_store_gone(job, exc)  # the interactive rank (or a post-mortem) stops like plain pdb
             result = proceed()
             if self.quitting:  # `q` there: end this rank as `q` does in a job, not with BdbQuit's traceback
                 message_on_terminal(self, f"llmpdb r{job.rank}: quit on rank {job.rank}; the job's store is gone, "
@@ -220,7 +244,7 @@ class DistributedMixin(RankCommands):
         try:
             return self._rank_after_prompt(job)
         except Exception as exc:  # never raise into the program from the debugger's own bookkeeping
-            self.message(f"llmpdb r{job.rank}: the job's store failed ({type(exc).__name__}: {exc})")
+            self._rank_say_store_gone(job, exc)
             return False
 
     def sigint_handler(self, signum, frame):

@@ -31,7 +31,8 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 
-__all__ = ["RankRecord", "RankJob", "connect_store", "torchrun_prefix", "StoreUnavailable", "ENDED_STATES", "DEFAULT_POLICY"]
+__all__ = ["RankRecord", "RankJob", "connect_store", "torchrun_prefix", "StoreUnavailable", "StoreGone", "ENDED_STATES",
+           "DEFAULT_POLICY"]
 
 ENDED_STATES = ("finished", "exited", "failed", "quit")
 EXIT_CODE: list = []  # [code] once the program ended through ``sys.exit(code)`` (``python -m llmpdb`` sees it)
@@ -40,6 +41,11 @@ DEFAULT_POLICY = {"mode": "on", "skip": {}}
 
 class StoreUnavailable(RuntimeError):
     """No c10d store can be reached: the ranks cannot coordinate (the message says why)."""
+
+
+class StoreGone(RuntimeError):
+    """This rank's launcher (torchrun's agent, which hosts the job's store) is gone: raised before any store
+    call, so torch's C++ client never prints its "Broken pipe" warning with a stack for it."""
 
 
 @dataclass
@@ -66,15 +72,27 @@ class RankJob:
     world: int
     interactive: int
     via: str = ""
+    launcher_pid: int = 0  # the agent hosting the store (torchrun): its exit makes ``launcher_gone()`` true
     _last_where: str = field(default="", repr=False)
-    notices_seen: int = field(default=0, repr=False)  # the notices this rank has printed (``relay_notices``)
+    notices_seen: int = field(default=0, repr=False)
+    gone_said: bool = field(default=False, repr=False)  # the prompting rank said the store is gone (once)  # the notices this rank has printed (``relay_notices``)
 
     @property
     def is_interactive(self) -> bool:
         return self.rank == self.interactive
 
     # ---- plumbing --------------------------------------------------------------------------------
+    def launcher_gone(self) -> bool:
+        """Usage: ``job.launcher_gone()``; True once the launcher this rank started under has ended (a
+        ``kill -9`` of torchrun leaves its workers as orphans): one ``getppid``, no store request."""
+        return self.launcher_pid > 0 and os.getppid() != self.launcher_pid
+
+    def _guard(self) -> None:
+        if self.launcher_gone():
+            raise StoreGone(f"torchrun (pid {self.launcher_pid}) is gone, and the job's store with it")
+
     def _get(self, key: str) -> str | None:
+        self._guard()
         if not self.store.check([key]):
             return None
         return self.store.get(key).decode("utf-8", "replace")
@@ -82,9 +100,11 @@ class RankJob:
     # ---- events ------------------------------------------------------------------------------------
     def events(self) -> int:
         """Usage: ``seen = job.events()``; how many times something a waiting rank must look at changed."""
+        self._guard()
         return int(self.store.add("events", 0))
 
     def _bump(self) -> None:
+        self._guard()
         self.store.add("events", 1)
 
     # ---- records -----------------------------------------------------------------------------------
@@ -92,6 +112,7 @@ class RankJob:
         """Usage: ``job.publish("waiting", where, stop)``; a running rank keeps its last stop's ``where``."""
         import json  # at first use: start-up stays cheap
         import socket  # at first use: start-up stays cheap
+        self._guard()
         if where:
             self._last_where = where
         record = RankRecord(self.rank, state, where or self._last_where, stop, socket.gethostname(),

@@ -1,6 +1,6 @@
 """Ranks under failure (#23) with real jobs: `n` over DDP's backward under a 5 s group timeout, a lone stop
 while the others sit in a collective (and `ranks --job` on that paused job), `q` in a job started by hand
-without torchrun.
+without torchrun, torchrun itself killed (`kill -9` of the agent that hosts the store).
 
 Usage::
 
@@ -12,8 +12,11 @@ the hand-started ranks run in pty sessions that are closed by force at the end).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -23,7 +26,8 @@ import pexpect
 import pytest
 
 from .pty_session import ROOT, PtySession
-from .test_torchrun import BREAK_LINE, EXAMPLE, _children, _first_prompt, _ranks_once, _sections, _source_line, torchrun
+from .test_torchrun import (BREAK_LINE, EXAMPLE, _alive, _children, _first_prompt, _ours, _ranks_once, _sections,
+                            _source_line, torchrun)
 
 
 @pytest.mark.timeout(60)
@@ -122,3 +126,66 @@ def test_ctrl_c_while_the_job_runs_ends_it_cleanly_instead_of_opening_a_prompt_t
         assert "llmpdb r1: Ctrl-C: torchrun ends the job (it signals every rank and kills them 30 s later); " \
                "rank 1 ends now (exit status 130)" in text, text
         assert "Program interrupted" not in text, text
+
+
+def _rank_env(pid: int) -> str | None:
+    """The RANK torchrun gave the worker ``pid`` (its environment, as /proc shows it)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            words = handle.read().split(b"\0")
+    except OSError:
+        return None
+    return next((word[5:].decode() for word in words if word.startswith(b"RANK=")), None)
+
+
+@pytest.mark.timeout(90)
+def test_kill_9_of_torchrun_ends_the_waiting_rank_and_rank_0_keeps_its_one_prompt():
+    """`kill -9` of torchrun (the agent hosting the store) with rank 0 at the prompt and rank 1 waiting: the
+    workers were left as orphans, rank 1 opened a prompt of its own on the same terminal and `ranks` failed with
+    a Broken pipe. Now rank 1 says in one line that torchrun is gone and ends; rank 0 keeps the one prompt,
+    `ranks` says so in one line, and torch's C++ "Broken pipe" warnings never show (no store call is made)."""
+    torchrun_argv = " ".join(shlex.quote(word) for word in [sys.executable, "-m", "torch.distributed.run",
+                                                            "--nproc-per-node", "2", "--monitor-interval", "0.1", EXAMPLE])
+    # a shell owns the terminal, as in a user's terminal: it outlives torchrun, so the workers keep the pty
+    script = f"{torchrun_argv}; echo torchrun ended; sleep 60"
+    env = {"PYTHONPATH": ROOT, "PYTHONBREAKPOINT": "llmpdb.set_trace", "DDP_TIMEOUT": "30", "LLMPDB_RANK_GRACE": "30",
+           "LLMPDB_RANK_POLL": "0.2", "LLMPDB_RANK": None}
+    workers: list[int] = []
+    with PtySession(["-c", script], env=env, timeout=30, executable="/bin/sh") as session:
+        try:
+            _first_prompt(session)
+            assert session.child.after == "(llmpdb r0) "
+            _ranks_once(session, "r1", "waiting")
+            launcher = next(pid for pid in _children(session.child.pid) if _ours(pid))
+            workers = _children(launcher)
+            assert len(workers) == 2, workers
+            rank1 = next(pid for pid in workers if _rank_env(pid) == "1")
+            os.kill(launcher, signal.SIGKILL)
+            session.child.expect(rf"llmpdb r1: torchrun \(pid {launcher}\) is gone, and the job's store with it; "
+                                 r"rank 1 does not open a prompt of its own and ends too \(exit status 3\)", timeout=15)
+            deadline = time.monotonic() + 10
+            while _alive(rank1) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert not _alive(rank1), "rank 1 still runs"
+            said = session.run("ranks")
+            assert f"*** ranks: torchrun (pid {launcher}) is gone, and the job's store with it: no rank states " \
+                   "to show" in said, said
+            assert session.child.after == "(llmpdb r0) "
+            assert "2" in session.run("p 1 + 1")  # rank 0's prompt still works, alone
+            text = "".join(session.transcript)
+            assert "(llmpdb r1)" not in text and "Broken pipe" not in text and "TCPStore.cpp" not in text, text
+            session.child.sendline("q")
+            session.child.expect("quit on rank 0: every rank of the job ends \\(exit status 3\\)", timeout=15)
+            deadline = time.monotonic() + 10
+            while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert not any(_alive(pid) for pid in workers)
+        finally:
+            for pid in workers:
+                if _ours(pid):
+                    with contextlib.suppress(OSError):
+                        os.killpg(pid, signal.SIGKILL)  # each worker leads a session of its own
+            if session.child.isalive():
+                with contextlib.suppress(OSError):
+                    os.killpg(session.child.pid, signal.SIGKILL)  # the shell (and torchrun, if it still runs)
+            session.child.close(force=True)

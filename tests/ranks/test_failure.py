@@ -239,7 +239,7 @@ server = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, t
 client = dist.TCPStore("127.0.0.1", server.port, is_master=False, wait_for_workers=False,
                        timeout=timedelta(seconds=2))
 del server
-mixin._JOB = RankJob(client, 1, 2, 0, "test")
+mixin._JOB = RankJob(client, int(sys.argv[1]), 2, 0, "test")
 debugger = Pdb(stdin=io.StringIO("q\\n"), stdout=sys.stdout, nosigint=True, readrc=False, headless_tour=[],
                color=False)
 def train():
@@ -252,12 +252,27 @@ print("the program went on")
 
 @pytest.mark.timeout(60)
 def test_q_at_the_prompt_of_a_rank_whose_store_is_gone_ends_it_without_a_bdbquit_traceback():
-    env = {**os.environ, "PYTHONPATH": ROOT, "RANK": "1", "WORLD_SIZE": "2"}
-    out = subprocess.run([sys.executable, "-c", _STORE_GONE_SCRIPT], env=env, capture_output=True, text=True,
+    """The interactive rank (0) keeps a prompt of its own when the store is gone, says so once; `q` ends it."""
+    env = {**os.environ, "PYTHONPATH": ROOT, "RANK": "0", "WORLD_SIZE": "2"}
+    out = subprocess.run([sys.executable, "-c", _STORE_GONE_SCRIPT, "0"], env=env, capture_output=True, text=True,
                          timeout=50)
     text = out.stdout + out.stderr
-    assert "llmpdb r1: the job's store failed" in text, text
-    assert "llmpdb r1: quit on rank 1; the job's store is gone, so the other ranks are not told (exit status 3)" \
+    assert "llmpdb r0: the job's store is gone (torchrun ended?): DistNetworkError; rank 0 keeps the prompt and " \
+           "stops on its own" in text, text
+    assert "llmpdb r0: quit on rank 0; the job's store is gone, so the other ranks are not told (exit status 3)" \
         in text, text
     assert "BdbQuit" not in text and "the program went on" not in text, text
+    assert out.returncode == 3, text
+
+
+@pytest.mark.timeout(60)
+def test_a_rank_that_does_not_hold_the_terminal_ends_at_a_stop_when_the_store_is_gone():
+    """#23: rank 1 must not open a second prompt on the terminal rank 0 reads (it cannot ask who reads it)."""
+    env = {**os.environ, "PYTHONPATH": ROOT, "RANK": "1", "WORLD_SIZE": "2"}
+    out = subprocess.run([sys.executable, "-c", _STORE_GONE_SCRIPT, "1"], env=env, capture_output=True, text=True,
+                         timeout=50)
+    text = out.stdout + out.stderr
+    assert "llmpdb r1: the job's store is gone (torchrun ended?): DistNetworkError; rank 1 does not open a prompt " \
+           "of its own and ends too (exit status 3)" in text, text
+    assert "(Pdb)" not in text and "(llmpdb" not in text and "the program went on" not in text, text
     assert out.returncode == 3, text
