@@ -139,7 +139,6 @@ IMPORTS_INSIDE_FUNCTIONS = {
     "llmpdb/inspect/fingerprint.py": TORCH_ONLY_IF_USED,
     "llmpdb/inspect/snapshot.py": TORCH_ONLY_IF_USED,
     "llmpdb/inspect/stats.py": TORCH_ONLY_IF_USED,
-    "llmpdb/ranks/jobs.py": "torch.distributed, only for `ranks --job`",
     "llmpdb/ranks/mixin.py": "the job registry, only in a distributed job",
     "llmpdb/ranks/store.py": "torch.distributed and the store's sockets, only in a distributed job",
     "llmpdb/ranks/wait.py": "the step watchdog's thread, only when a step leaves ranks waiting",

@@ -12,7 +12,10 @@ innermost frame, without stopping the job, also while a rank is blocked inside a
 (``llmpdb.ranks.dump``). A job registers itself when llmpdb first runs in it (under ``python -m llmpdb`` at
 the start, with ``PYTHONBREAKPOINT=llmpdb.set_trace`` at its first stop): every rank writes
 ``<tmp>/llmpdb-jobs-<uid>/<run id>-<port>-<launcher pid>.json`` naming torchrun's store; two jobs on one
-node are both listed (static-rendezvous jobs share run id ``none``), the launchers of one job once. Exit status 0 when every rank answered,
+node are both listed (static-rendezvous jobs share run id ``none``), the launchers of one job once. The
+command speaks to torchrun's store over plain sockets (``llmpdb.ranks.wire``: no torch import) and asks every
+rank at once, in one wait for all the answers: about 0.2 s for a paused 4-rank job
+(``bench/ranks_job_bench.py``). Exit status 0 when every rank answered,
 1 when some did not, 2 when no job (or more than one) matches.
 """
 
@@ -28,6 +31,7 @@ from ..files.private_file import write_private_file
 from .commands import describe_rank
 from .dump import request_dumps
 from .store import RankJob, torchrun_prefix
+from .wire import WireStore
 
 __all__ = ["register_job", "live_jobs", "main", "jobs_dir", "job_name"]
 
@@ -99,14 +103,10 @@ def _matches(entry: dict, wanted: str) -> bool:
     return str(entry.get("run", "")).startswith(wanted) or job_name(entry) == wanted
 
 
-def _connect(entry: dict, timeout: float):
-    from datetime import timedelta
-
-    import torch.distributed as dist
-
-    client = dist.TCPStore(entry["host"], int(entry["port"]), is_master=False,
-                           timeout=timedelta(seconds=timeout), wait_for_workers=False)
-    return dist.PrefixStore(entry["prefix"], client)
+def _connect(entry: dict, timeout: float) -> WireStore:
+    """torchrun's store over plain sockets (``llmpdb.ranks.wire``): importing torch would cost about 2 s."""
+    return WireStore(str(entry["host"]), int(entry["port"]), prefix=str(entry["prefix"]),
+                     timeout=timeout)
 
 
 USAGE = "usage: python -m llmpdb ranks --job [RUN_ID] [--timeout SECONDS]  (every rank's stack and shapes)"
@@ -157,12 +157,17 @@ def main(argv: list[str]) -> int:
                       f"launcher pid {entry.get('launcher_pid')}", file=sys.stderr)
         return 2
     entry = jobs[0]
-    store = _connect(entry, timeout)
-    view = RankJob(store, -1, int(entry["world"]), 0, "cli")
-    print(f"llmpdb: job {entry['run']}, {entry['world']} ranks, torchrun store {entry['host']}:{entry['port']}")
-    answers = request_dumps(store, int(entry["world"]), timeout=timeout)
+    try:
+        store = _connect(entry, timeout)
+        records = RankJob(store, -1, int(entry["world"]), 0, "cli").records()  # before the request: it may spend
+        print(f"llmpdb: job {entry['run']}, {entry['world']} ranks, torchrun store {entry['host']}:{entry['port']}")
+        answers = request_dumps(store, int(entry["world"]), timeout=timeout,
+                                reconnect=lambda: _connect(entry, timeout))
+    except OSError as exc:  # WireError included: one line, not a traceback
+        print(f"llmpdb: job {job_name(entry)}: {exc} (torchrun ended?)", file=sys.stderr)
+        return 2
     for rank, text in answers.items():
-        record = view.record(rank)
+        record = records[rank]
         host = f" on {record.host}, pid {record.pid}" if record is not None else ""
         print(f"\n=== rank {rank}{host}: {describe_rank(record)}")
         print(text if text is not None else f"no answer within {timeout:g} s (its llmpdb watcher is not running: "
