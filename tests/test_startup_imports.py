@@ -136,6 +136,7 @@ IMPORTS_INSIDE_FUNCTIONS = {
     "llmpdb/hosts/ipython.py": "the debugger, at IPython's first %debug, not at %load_ext",
     "llmpdb/inspect/checkpoint.py": TORCH_ONLY_IF_USED,
     "llmpdb/inspect/checkpoint_guard.py": "pickle inspection and torch, only for a pickle checkpoint",
+    "llmpdb/inspect/safetensors_header.py": "the safetensors package, only when a checkpoint header is read",
     "llmpdb/inspect/fingerprint.py": TORCH_ONLY_IF_USED,
     "llmpdb/inspect/snapshot.py": TORCH_ONLY_IF_USED,
     "llmpdb/inspect/stats.py": TORCH_ONLY_IF_USED,

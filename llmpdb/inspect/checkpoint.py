@@ -6,8 +6,8 @@ Usage::
     info.tensors["model.norm.weight"]          # TensorMeta(shape=(64,), dtype="float32")
     read_safetensors_header("model.safetensors")
 
-* ``.safetensors``: the header is parsed by hand (little-endian u64 length, then JSON) and checked against
-  the file size; no tensor byte is read.
+* ``.safetensors``: the header is read by the ``safetensors`` library where it imports (after llmpdb's
+  file and length checks), by llmpdb's own parser otherwise (``safetensors_header``); no tensor byte is read.
 * Sharded folders and ``*.index.json``: every shard's header (or pickle) is read; the index's ``weight_map``
   is cross-checked.
 * ``.bin``/``.pt``/``.pth`` pickles: ``torch.load(weights_only=True, map_location="meta")``, which builds
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import re
-import struct
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,12 +37,12 @@ from .checkpoint_guard import (
     contained_shard,
     load_json,
     open_regular,
-    parse_safetensors_header,
     refuse_pickle_code,
     require_regular_file,
     shown_name,
 )
 from .kinds import is_module
+from .safetensors_header import read_header
 
 __all__ = [
     "CheckpointError",
@@ -92,31 +91,12 @@ def _short(path: str) -> str:
 def read_safetensors_header(path: str) -> tuple[dict[str, TensorMeta], dict[str, Any]]:
     """Usage: ``tensors, metadata = read_safetensors_header("model.safetensors")``.
 
-    Reads 8 bytes and the JSON header only; validates the header length and every tensor's data offsets
-    against the file size. Raises ``CheckpointError`` on a truncated or malformed file.
+    Reads the header only (``safetensors_header.read_header``: the safetensors library where it imports,
+    llmpdb's parser otherwise), after the file, its header length and size are checked. Raises
+    ``CheckpointError`` on a truncated or malformed file.
     """
-    name = _short(path)
-    try:
-        with open_regular(path, name) as fh:
-            size = os.fstat(fh.fileno()).st_size
-            head = fh.read(8)
-            if len(head) < 8:
-                raise CheckpointError(
-                    f"{name}: truncated safetensors file ({size} bytes; it must start with an 8-byte header length)"
-                )
-            (length,) = struct.unpack("<Q", head)
-            if length > size - 8:
-                raise CheckpointError(
-                    f"{name}: header length {length} bytes is larger than the file ({size} bytes): "
-                    "truncated or not a safetensors file"
-                )
-            if length > MAX_HEADER:
-                raise CheckpointError(f"{name}: header length {length} bytes exceeds the 100 MB safetensors limit")
-            raw = fh.read(length)
-    except OSError as exc:
-        raise CheckpointError(f"{name}: cannot read: {exc.strerror or exc}") from None
-    tensors, metadata = parse_safetensors_header(raw, size - 8 - length, name)
-    return {key: TensorMeta(shape, dtype) for key, (dtype, shape) in tensors.items()}, metadata
+    header = read_header(path)
+    return {key: TensorMeta(shape, dtype) for key, (dtype, shape) in header.tensors.items()}, header.metadata
 
 
 def _unsupported_global(message: str) -> str | None:
@@ -213,8 +193,10 @@ def read_pickle_checkpoint(path: str, *, unsafe_trusted: bool = False) -> Checkp
 
 def _read_one(path: str, unsafe_trusted: bool) -> CheckpointInfo:
     if path.endswith(".safetensors"):
-        tensors, _ = read_safetensors_header(path)
-        return CheckpointInfo(path, "safetensors", tensors, [path])
+        header = read_header(path)
+        tensors = {key: TensorMeta(shape, dtype) for key, (dtype, shape) in header.tensors.items()}
+        notes = [f"{_short(path)}: {note}" for note in header.notes]
+        return CheckpointInfo(path, "safetensors", tensors, [path], notes=notes)
     return read_pickle_checkpoint(path, unsafe_trusted=unsafe_trusted)
 
 
