@@ -135,7 +135,7 @@ IMPORTS_INSIDE_FUNCTIONS = {
     "llmpdb/headless/policy.py": "sockets (remote/) load only when the attach policy opens a listener",
     "llmpdb/hosts/ipython.py": "the debugger, at IPython's first %debug, not at %load_ext",
     "llmpdb/inspect/checkpoint.py": TORCH_ONLY_IF_USED,
-    "llmpdb/inspect/checkpoint_guard.py": "pickle inspection and torch, only for a pickle checkpoint",
+    "llmpdb/inspect/pickle_globals.py": "pickletools and torch.serialization, only for a pickle checkpoint",
     "llmpdb/inspect/safetensors_header.py": "the safetensors package, only when a checkpoint header is read",
     "llmpdb/inspect/fingerprint.py": TORCH_ONLY_IF_USED,
     "llmpdb/inspect/snapshot.py": TORCH_ONLY_IF_USED,
