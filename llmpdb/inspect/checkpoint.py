@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 from .checkpoint_guard import (
     MAX_HEADER,
@@ -55,6 +56,7 @@ __all__ = [
     "read_pickle_checkpoint",
 ]
 
+Progress = Optional[Callable[[int, int], None]]  # called with (shards read, shards in all)
 NESTED_KEYS = ("model_state_dict", "state_dict", "model", "module")
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
 
@@ -200,7 +202,16 @@ def _read_one(path: str, unsafe_trusted: bool) -> CheckpointInfo:
     return read_pickle_checkpoint(path, unsafe_trusted=unsafe_trusted)
 
 
-def _read_index(index_path: str, unsafe_trusted: bool) -> CheckpointInfo:
+def _read_all(paths: list[str], unsafe_trusted: bool, progress: Progress) -> list[CheckpointInfo]:
+    parts = []
+    for done, path in enumerate(paths, 1):
+        parts.append(_read_one(path, unsafe_trusted))
+        if progress is not None:
+            progress(done, len(paths))
+    return parts
+
+
+def _read_index(index_path: str, unsafe_trusted: bool, progress: Progress = None) -> CheckpointInfo:
     name = _short(index_path)
     try:
         with open_regular(index_path, name) as fh:
@@ -226,7 +237,7 @@ def _read_index(index_path: str, unsafe_trusted: bool) -> CheckpointInfo:
         raise CheckpointError(f"{name}: {len(absent)} shard(s) listed but absent: {shown}")
     for path in paths:
         require_regular_file(path)
-    info = _merge([_read_one(p, unsafe_trusted) for p in paths], index_path)
+    info = _merge(_read_all(paths, unsafe_trusted, progress), index_path)
     misplaced = [k for k, s in weight_map.items() if k not in info.tensors]
     if misplaced:
         info.notes.append(f"index lists {len(misplaced)} key(s) no shard holds (e.g. {misplaced[0]})")
@@ -250,12 +261,12 @@ def _merge(parts: list[CheckpointInfo], label: str) -> CheckpointInfo:
     return CheckpointInfo(label, "/".join(sorted(kinds)), tensors, [f for p in parts for f in p.files], nested, notes)
 
 
-def _read_folder(folder: str, unsafe_trusted: bool) -> CheckpointInfo:
+def _read_folder(folder: str, unsafe_trusted: bool, progress: Progress = None) -> CheckpointInfo:
     entries = sorted(os.listdir(folder))
     for suffix in (".safetensors.index.json", ".index.json"):
         indexes = [e for e in entries if e.endswith(suffix)]
         if indexes:
-            info = _read_index(os.path.join(folder, indexes[0]), unsafe_trusted)
+            info = _read_index(os.path.join(folder, indexes[0]), unsafe_trusted, progress)
             if len(indexes) > 1:
                 info.notes.append(f"{len(indexes)} index files; read {indexes[0]}")
             info.label = folder
@@ -264,20 +275,23 @@ def _read_folder(folder: str, unsafe_trusted: bool) -> CheckpointInfo:
         files = [e for e in entries if e.endswith(suffixes) and not os.path.isdir(os.path.join(folder, e))]
         if files:
             paths = [contained_shard(folder, f, _short(folder)) for f in files]
-            return _merge([_read_one(p, unsafe_trusted) for p in paths], folder)
+            return _merge(_read_all(paths, unsafe_trusted, progress), folder)
     raise CheckpointError(f"{_short(folder)}: no *.safetensors, *.bin, *.pt or *.index.json in this folder")
 
 
-def read_checkpoint(path: str | os.PathLike, *, unsafe_trusted: bool = False) -> CheckpointInfo:
-    """Usage: ``read_checkpoint("out/checkpoint-500")``; dispatch on folder, index, safetensors, pickle."""
+def read_checkpoint(path: str | os.PathLike, *, unsafe_trusted: bool = False, progress: Progress = None
+                    ) -> CheckpointInfo:
+    """Usage: ``read_checkpoint("out/checkpoint-500")``; dispatch on folder, index, safetensors, pickle.
+
+    ``progress(done, total)`` is called after each shard of a folder or index is read."""
     path = os.path.expanduser(os.fspath(path))
     if os.path.isdir(path):
-        return _read_folder(path, unsafe_trusted)
+        return _read_folder(path, unsafe_trusted, progress)
     if not os.path.exists(path):
         raise CheckpointError(f"{path}: no such file or folder")
     require_regular_file(path)
     if path.endswith(".json"):
-        info = _read_index(path, unsafe_trusted)
+        info = _read_index(path, unsafe_trusted, progress)
         info.label = path
         return info
     return _read_one(path, unsafe_trusted)
