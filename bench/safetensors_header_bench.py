@@ -8,7 +8,8 @@ Usage::
 One file, written once to a temp dir (every tensor 2×2 float32: the header is ~8 MB, the data 1.6 MB):
 
 * ``read_header``: what ``statediff``/``diverge --vs ckpt=`` run: llmpdb's checks (regular file, header
-  length), then the safetensors library reads names, shapes and dtypes through ``/proc/self/fd/N``;
+  length, the header read), then the safetensors library reads names, shapes and dtypes from a private
+  sparse copy of the header (a temp file);
 * ``safe_open``: the library alone (``keys()``, then ``get_slice(k).get_dtype()/get_shape()`` for each);
 * ``llmpdb parser``: ``read_header(use_library=False)``: llmpdb's own parser, every field checked in Python.
 

@@ -6,24 +6,29 @@ Usage::
     header.tensors["lm_head.weight"]   # ("bfloat16", (32000, 4096)): torch's dtype name and shape
     header.metadata                    # {"format": "pt"}
     header.reader                      # "safetensors 0.8.0", or "llmpdb" (the library is absent or refused)
-    header.refused                     # why the library refused the file ("" when it did not)
+    header.refused                     # why the library did not read it ("" when it did)
 
 llmpdb's guards run first, on a file descriptor it holds: a FIFO, device or socket is refused before any
-open that could block; the 8-byte header length must fit the file and ``MAX_HEADER``. The library then
-reads the file through ``/proc/self/fd/N`` (the very file that was checked, not whatever the path names
-a moment later) and checks every offset, dtype and shape itself; it is ~3× faster than llmpdb's parser on
-100k tensors (``bench/safetensors_header_bench.py``) and knows every dtype it can load (``F4`` packs two
-values a byte: torch sees ``float4_e2m1fn_x2`` with the last dimension halved). Where the library does
-not import, or refuses a file, llmpdb's own parser (``checkpoint_guard.parse_safetensors_header``) reads
-it; a file both refuse is one ``CheckpointError`` line: llmpdb's reason, ``(safetensors 0.8.0 refuses it
-too)``. A header with a tensor name
-written twice (the library keeps the last silently) is left to llmpdb's parser, which refuses it.
+open that could block; the 8-byte header length must fit the file and ``MAX_HEADER``; the header is read
+with ``read`` (bounded). The library then reads a private copy of those bytes: a temp file (0600) holding
+the same 8 + n header bytes, extended to the file's size without writing the data (a sparse file). So the
+library parses exactly the bytes that were checked, and its memory map is of a file nobody else can cut
+short (a checkpoint rewritten in place while it is read would kill a reader that maps it: SIGBUS). The
+library checks every offset, dtype and shape itself; it is 2–3× faster than llmpdb's parser on 100k
+tensors (``bench/safetensors_header_bench.py``) and knows every dtype it can load (``F4`` packs two values
+a byte: torch sees ``float4_e2m1fn_x2`` with the last dimension halved). Where the library does not
+import, cannot get its copy (no temp folder) or refuses a file, llmpdb's own parser
+(``checkpoint_guard.parse_safetensors_header``) reads it, and ``notes`` says why; a file both refuse is
+one ``CheckpointError`` line: llmpdb's reason, then ``(safetensors 0.8.0 refuses it too)``. A header that
+may name one tensor twice (the library keeps the last silently) is left to llmpdb's parser, which
+refuses it.
 """
 
 from __future__ import annotations
 
 import os
 import struct
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +39,6 @@ __all__ = ["SafetensorsHeader", "read_header", "library_reader", "LIBRARY_DTYPES
 # safetensors codes the library reads that llmpdb's own parser does not know: torch's name, and by how
 # much the last dimension shrinks in torch (two F4 values share a byte). None: torch has no such dtype.
 LIBRARY_DTYPES: dict[str, tuple[str, int]] = {"F4": ("float4_e2m1fn_x2", 2)}
-_PROC_FD = "/proc/self/fd"
 
 
 @dataclass
@@ -77,7 +81,28 @@ def _one_line(exc: BaseException) -> str:
     return text if len(text) <= 160 else text[:157] + "…"
 
 
-def _with_library(opener: Any, source: str, raw: bytes) -> tuple[dict, dict]:
+class _NoCopy(Exception):
+    pass
+
+
+def _with_library(opener: Any, header: bytes, size: int, raw: bytes) -> tuple[dict, dict]:
+    copy = None
+    try:
+        fd, copy = tempfile.mkstemp(prefix="llmpdb-header-", suffix=".safetensors")  # 0600, O_EXCL: no link
+        with os.fdopen(fd, "wb") as out:
+            out.write(header)
+            out.truncate(size)  # the data region: a hole, no byte written
+    except OSError as exc:  # no temp folder, a full disk
+        if copy:
+            os.unlink(copy)
+        raise _NoCopy(exc.strerror or str(exc)) from None
+    try:
+        return _library_read(opener, copy, raw)
+    finally:
+        os.unlink(copy)
+
+
+def _library_read(opener: Any, source: str, raw: bytes) -> tuple[dict, dict]:
     with opener(source, framework="pt") as handle:
         names = handle.keys()
         if raw.count(b'"data_offsets"') != len(names):  # a name written twice, or the words in metadata
@@ -115,10 +140,11 @@ def read_header(path: str, *, use_library: bool = True) -> SafetensorsHeader:
             refused = why = ""
             if found is not None:
                 opener, reader = found
-                proc = os.path.join(_PROC_FD, str(fh.fileno()))
                 try:
-                    tensors, metadata = _with_library(opener, proc if os.path.exists(proc) else path, raw)
+                    tensors, metadata = _with_library(opener, head + raw, size, raw)
                     return SafetensorsHeader(tensors, metadata, reader)
+                except _NoCopy as exc:
+                    refused, why = reader, f"not used: no temp file for its copy of the header ({exc})"
                 except _Ambiguous:
                     refused, why = reader, "left it to llmpdb: a name may be written twice"
                 except (KeyboardInterrupt, SystemExit):

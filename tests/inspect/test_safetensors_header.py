@@ -86,3 +86,16 @@ def test_a_fifo_is_refused_without_opening_it(tmp_path):
     os.mkfifo(fifo)  # no writer: an open or read would block forever
     with pytest.raises(CheckpointError, match=r"pipe.safetensors: refused: a FIFO \(named pipe\)"):
         read_header(fifo)
+
+
+def test_the_library_reads_a_private_copy_of_the_checked_header(tmp_path, monkeypatch):
+    path = str(tmp_path / "ok.safetensors")
+    save_file({"a": torch.zeros(3)}, path)
+    copies = tmp_path / "tmp"
+    copies.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(copies))
+    assert read_header(path).reader == LIBRARY and os.listdir(copies) == []  # made, read, removed
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "gone"))  # no temp file can be made
+    header = read_header(path)  # llmpdb's parser reads, and says why
+    assert header.reader == "llmpdb" and header.tensors == {"a": ("float32", (3,))}
+    assert header.refused == f"{LIBRARY} not used: no temp file for its copy of the header (No such file or directory)"
