@@ -328,6 +328,7 @@ class DivergeCommands(DivergeBreak):
         from ..inspect.diverge_records import DivergeReport, default_tolerance
         from ..inspect.safe import short_dtype
         from ..render.diverge import number
+        from ..render.progress import Progress
 
         rtol, atol = args.value("--rtol"), args.value("--atol")
         budget = args.value("--max-mem")
@@ -344,7 +345,10 @@ class DivergeCommands(DivergeBreak):
         second = RunComparer(hooked_modules(second_model, _paths(second_model)), first, rtol=rtol, atol=atol)
         report = DivergeReport(args.rest, "", "", tolerance=tol, budget=budget)
         global_map = self.current_frame().f_globals
-        with kept_buffers(torch, *owned) as restored, same_randomness(torch) as reset, torch.no_grad():
+        bar = Progress("diverge: run 1, module calls", enabled=self.out_is_terminal())
+        first.progress = bar.update
+        second.progress = lambda done: bar.update(done, first.calls)
+        with bar, kept_buffers(torch, *owned) as restored, same_randomness(torch) as reset, torch.no_grad():
             try:
                 with first.hooked():
                     eval(code, global_map, first_locals)
@@ -353,6 +357,7 @@ class DivergeCommands(DivergeBreak):
             first.forget_sharing()
             if not report.errors:
                 reset()
+                bar.label = "diverge: run 2, module calls"
                 try:
                     with (attn_ctx() if attn_ctx is not None else contextlib.nullcontext()):
                         with second.hooked():

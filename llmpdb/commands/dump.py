@@ -177,6 +177,7 @@ class DumpCommands:
 
         from ..files.atomic import FileTargetError, check_target
         from ..files.safetensors_file import refusal, tensor_nbytes, write_safetensors
+        from ..render.progress import Progress
 
         items, refused = [], []
         for name, t in found.items:
@@ -210,7 +211,9 @@ class DumpCommands:
         doc["left_out"] = found.walk.left_out + found.walk.unsearched
         doc["walk_notes"] = found.walk.notes[:50]
         try:
-            size = write_safetensors(path, items, {"llmpdb": json.dumps(doc, ensure_ascii=False)})
+            with Progress(f"{kind}: writing", total, unit="bytes", enabled=self.out_is_terminal()) as bar:
+                size = write_safetensors(path, items, {"llmpdb": json.dumps(doc, ensure_ascii=False)},
+                                         progress=bar.update)
         except (OSError, ValueError, RuntimeError) as exc:  # disk full, a bad target, a device copy that failed
             raise CommandError(f"cannot write {path}: {getattr(exc, 'strerror', None) or exc}") from None
         shown = os.path.abspath(path)

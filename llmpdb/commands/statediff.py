@@ -100,6 +100,7 @@ class StatediffCommands:
         from ..inspect.checkpoint import CheckpointError
         from ..inspect.snapshot import SnapshotError, compare_snapshots, diff_with_model
         from ..inspect.statediff import statediff
+        from ..render.progress import Progress
         from ..render.statediff import render_snapdiff, render_snapshot_list, render_statediff
         positional, flags = _parse(arg)
         width, style = self.out_width(), self.out_style()
@@ -147,8 +148,9 @@ class StatediffCommands:
         model = self.eval_in_frame(positional[0])
         other, label = self._statediff_other(positional[1])
         try:
-            diff = statediff(model, other, unsafe_trusted="--unsafe-trusted" in flags, model_label=positional[0],
-                             other_label=label)
+            with Progress("statediff: reading shards", enabled=self.out_is_terminal()) as bar:
+                diff = statediff(model, other, unsafe_trusted="--unsafe-trusted" in flags,
+                                 model_label=positional[0], other_label=label, progress=bar.update)
         except CheckpointError as exc:
             raise CommandError(str(exc)) from None
         self.message(render_statediff(diff, width=width, full=full, style=style))

@@ -169,6 +169,14 @@ class _LlmpdbCore:
     def out_style(self) -> Style:
         return style_for(self.stdout, self._color)
 
+    def out_is_terminal(self) -> bool:
+        """Usage: ``self.out_is_terminal()``; the debugger talks to a terminal here (not an attached client,
+        not a log file): a progress bar on standard error is then seen beside its output."""
+        try:
+            return bool(self.stdout.isatty())
+        except Exception:  # closed, or a stream without isatty
+            return False
+
     # ---- hyphenated command names -----------------------------------------------------------------
     def _llmpdb_command_name(self, word: str) -> str | None:
         name = word.replace("-", "_")

@@ -76,10 +76,12 @@ def _cpu_bytes(t: Any):
         return flat.view(torch.uint8)
 
 
-def write_safetensors(path: str, tensors: Sequence[tuple[str, Any]], metadata: dict[str, str] | None = None) -> int:
+def write_safetensors(path: str, tensors: Sequence[tuple[str, Any]], metadata: dict[str, str] | None = None, *,
+                      progress: Callable[[int, int], None] | None = None) -> int:
     """Usage: ``write_safetensors(p, [(name, t)], {"k": "v"})``; the file's size in bytes.
 
     Every tensor must pass ``refusal`` (checked first: nothing is written otherwise); names are unique.
+    ``progress(bytes written, bytes in all)`` is called after each chunk of tensor data.
     """
     header: dict[str, Any] = {}
     offset = 0
@@ -101,10 +103,15 @@ def write_safetensors(path: str, tensors: Sequence[tuple[str, Any]], metadata: d
     with atomic_writer(path) as fh:
         fh.write(struct.pack("<Q", len(raw)))
         fh.write(raw)
+        written = 0
         for _, t in tensors:
             data = _cpu_bytes(t)
             for start in range(0, int(data.numel()), _CHUNK):
-                fh.write(memoryview(data[start:start + _CHUNK].numpy()))
+                chunk = memoryview(data[start:start + _CHUNK].numpy())
+                fh.write(chunk)
+                written += chunk.nbytes
+                if progress is not None:
+                    progress(written, offset)
             del data
     return 8 + len(raw) + offset
 

@@ -89,6 +89,7 @@ class _HookedRun:
         self._open: list[tuple[object, int]] = []
         self.calls = 0
         self.problems: list[str] = []
+        self.progress = None  # called with the count of module calls so far (a progress bar's update)
 
     @contextmanager
     def hooked(self):
@@ -113,6 +114,8 @@ class _HookedRun:
     def _pre(self, module, args, kwargs):
         index = self.calls
         self.calls += 1
+        if self.progress is not None:
+            self.progress(self.calls)
         try:
             self._enter(index, module, args, kwargs)
         except Exception as exc:  # a hook must never become an error in the user's forward

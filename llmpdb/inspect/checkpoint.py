@@ -6,8 +6,8 @@ Usage::
     info.tensors["model.norm.weight"]          # TensorMeta(shape=(64,), dtype="float32")
     read_safetensors_header("model.safetensors")
 
-* ``.safetensors``: the header is parsed by hand (little-endian u64 length, then JSON) and checked against
-  the file size; no tensor byte is read.
+* ``.safetensors``: the header is read by the ``safetensors`` library where it imports (after llmpdb's
+  file and length checks), by llmpdb's own parser otherwise (``safetensors_header``); no tensor byte is read.
 * Sharded folders and ``*.index.json``: every shard's header (or pickle) is read; the index's ``weight_map``
   is cross-checked.
 * ``.bin``/``.pt``/``.pth`` pickles: ``torch.load(weights_only=True, map_location="meta")``, which builds
@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import os
 import re
-import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 from .checkpoint_guard import (
     MAX_HEADER,
@@ -38,12 +38,12 @@ from .checkpoint_guard import (
     contained_shard,
     load_json,
     open_regular,
-    parse_safetensors_header,
     refuse_pickle_code,
     require_regular_file,
     shown_name,
 )
 from .kinds import is_module
+from .safetensors_header import read_header
 
 __all__ = [
     "CheckpointError",
@@ -56,6 +56,7 @@ __all__ = [
     "read_pickle_checkpoint",
 ]
 
+Progress = Optional[Callable[[int, int], None]]  # called with (shards read, shards in all)
 NESTED_KEYS = ("model_state_dict", "state_dict", "model", "module")
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
 
@@ -92,31 +93,12 @@ def _short(path: str) -> str:
 def read_safetensors_header(path: str) -> tuple[dict[str, TensorMeta], dict[str, Any]]:
     """Usage: ``tensors, metadata = read_safetensors_header("model.safetensors")``.
 
-    Reads 8 bytes and the JSON header only; validates the header length and every tensor's data offsets
-    against the file size. Raises ``CheckpointError`` on a truncated or malformed file.
+    Reads the header only (``safetensors_header.read_header``: the safetensors library where it imports,
+    llmpdb's parser otherwise), after the file, its header length and size are checked. Raises
+    ``CheckpointError`` on a truncated or malformed file.
     """
-    name = _short(path)
-    try:
-        with open_regular(path, name) as fh:
-            size = os.fstat(fh.fileno()).st_size
-            head = fh.read(8)
-            if len(head) < 8:
-                raise CheckpointError(
-                    f"{name}: truncated safetensors file ({size} bytes; it must start with an 8-byte header length)"
-                )
-            (length,) = struct.unpack("<Q", head)
-            if length > size - 8:
-                raise CheckpointError(
-                    f"{name}: header length {length} bytes is larger than the file ({size} bytes): "
-                    "truncated or not a safetensors file"
-                )
-            if length > MAX_HEADER:
-                raise CheckpointError(f"{name}: header length {length} bytes exceeds the 100 MB safetensors limit")
-            raw = fh.read(length)
-    except OSError as exc:
-        raise CheckpointError(f"{name}: cannot read: {exc.strerror or exc}") from None
-    tensors, metadata = parse_safetensors_header(raw, size - 8 - length, name)
-    return {key: TensorMeta(shape, dtype) for key, (dtype, shape) in tensors.items()}, metadata
+    header = read_header(path)
+    return {key: TensorMeta(shape, dtype) for key, (dtype, shape) in header.tensors.items()}, header.metadata
 
 
 def _unsupported_global(message: str) -> str | None:
@@ -213,12 +195,23 @@ def read_pickle_checkpoint(path: str, *, unsafe_trusted: bool = False) -> Checkp
 
 def _read_one(path: str, unsafe_trusted: bool) -> CheckpointInfo:
     if path.endswith(".safetensors"):
-        tensors, _ = read_safetensors_header(path)
-        return CheckpointInfo(path, "safetensors", tensors, [path])
+        header = read_header(path)
+        tensors = {key: TensorMeta(shape, dtype) for key, (dtype, shape) in header.tensors.items()}
+        notes = [f"{_short(path)}: {note}" for note in header.notes]
+        return CheckpointInfo(path, "safetensors", tensors, [path], notes=notes)
     return read_pickle_checkpoint(path, unsafe_trusted=unsafe_trusted)
 
 
-def _read_index(index_path: str, unsafe_trusted: bool) -> CheckpointInfo:
+def _read_all(paths: list[str], unsafe_trusted: bool, progress: Progress) -> list[CheckpointInfo]:
+    parts = []
+    for done, path in enumerate(paths, 1):
+        parts.append(_read_one(path, unsafe_trusted))
+        if progress is not None:
+            progress(done, len(paths))
+    return parts
+
+
+def _read_index(index_path: str, unsafe_trusted: bool, progress: Progress = None) -> CheckpointInfo:
     name = _short(index_path)
     try:
         with open_regular(index_path, name) as fh:
@@ -244,7 +237,7 @@ def _read_index(index_path: str, unsafe_trusted: bool) -> CheckpointInfo:
         raise CheckpointError(f"{name}: {len(absent)} shard(s) listed but absent: {shown}")
     for path in paths:
         require_regular_file(path)
-    info = _merge([_read_one(p, unsafe_trusted) for p in paths], index_path)
+    info = _merge(_read_all(paths, unsafe_trusted, progress), index_path)
     misplaced = [k for k, s in weight_map.items() if k not in info.tensors]
     if misplaced:
         info.notes.append(f"index lists {len(misplaced)} key(s) no shard holds (e.g. {misplaced[0]})")
@@ -268,12 +261,12 @@ def _merge(parts: list[CheckpointInfo], label: str) -> CheckpointInfo:
     return CheckpointInfo(label, "/".join(sorted(kinds)), tensors, [f for p in parts for f in p.files], nested, notes)
 
 
-def _read_folder(folder: str, unsafe_trusted: bool) -> CheckpointInfo:
+def _read_folder(folder: str, unsafe_trusted: bool, progress: Progress = None) -> CheckpointInfo:
     entries = sorted(os.listdir(folder))
     for suffix in (".safetensors.index.json", ".index.json"):
         indexes = [e for e in entries if e.endswith(suffix)]
         if indexes:
-            info = _read_index(os.path.join(folder, indexes[0]), unsafe_trusted)
+            info = _read_index(os.path.join(folder, indexes[0]), unsafe_trusted, progress)
             if len(indexes) > 1:
                 info.notes.append(f"{len(indexes)} index files; read {indexes[0]}")
             info.label = folder
@@ -282,20 +275,23 @@ def _read_folder(folder: str, unsafe_trusted: bool) -> CheckpointInfo:
         files = [e for e in entries if e.endswith(suffixes) and not os.path.isdir(os.path.join(folder, e))]
         if files:
             paths = [contained_shard(folder, f, _short(folder)) for f in files]
-            return _merge([_read_one(p, unsafe_trusted) for p in paths], folder)
+            return _merge(_read_all(paths, unsafe_trusted, progress), folder)
     raise CheckpointError(f"{_short(folder)}: no *.safetensors, *.bin, *.pt or *.index.json in this folder")
 
 
-def read_checkpoint(path: str | os.PathLike, *, unsafe_trusted: bool = False) -> CheckpointInfo:
-    """Usage: ``read_checkpoint("out/checkpoint-500")``; dispatch on folder, index, safetensors, pickle."""
+def read_checkpoint(path: str | os.PathLike, *, unsafe_trusted: bool = False, progress: Progress = None
+                    ) -> CheckpointInfo:
+    """Usage: ``read_checkpoint("out/checkpoint-500")``; dispatch on folder, index, safetensors, pickle.
+
+    ``progress(done, total)`` is called after each shard of a folder or index is read."""
     path = os.path.expanduser(os.fspath(path))
     if os.path.isdir(path):
-        return _read_folder(path, unsafe_trusted)
+        return _read_folder(path, unsafe_trusted, progress)
     if not os.path.exists(path):
         raise CheckpointError(f"{path}: no such file or folder")
     require_regular_file(path)
     if path.endswith(".json"):
-        info = _read_index(path, unsafe_trusted)
+        info = _read_index(path, unsafe_trusted, progress)
         info.label = path
         return info
     return _read_one(path, unsafe_trusted)

@@ -8,8 +8,10 @@ Usage::
     tensors, metadata = parse_safetensors_header(raw, data_size, "m.safetensors")
 
 Every refusal is a ``CheckpointError`` whose message is one line. Nothing here unpickles: the pickle's
-opcodes are walked with ``pickletools`` and every global it imports is looked up in torch's
-``weights_only`` allow list (plus ``torch.serialization.add_safe_globals``). Reading is bounded: a zip
+opcodes are walked with ``pickletools`` to name the globals it imports, and a ``torch.save`` zip file is
+judged by torch's public ``torch.serialization.get_unsafe_globals_in_checkpoint`` (its ``weights_only``
+allow list plus ``add_safe_globals``); a legacy file, or a pickle that scan cannot read, is judged by the
+allow list itself (torch keeps it private: ``_weights_only_unpickler``). Reading is bounded: a zip
 entry is inflated only up to its declared size, ``data.pkl`` only up to ``MAX_PICKLE_BYTES``, a
 safetensors header only up to ``MAX_HEADER``.
 """
@@ -24,6 +26,7 @@ from io import BytesIO
 from typing import Any, BinaryIO
 
 from ..units import human_bytes
+from .pickle_globals import pickle_imports, public_unsafe, shown_global, unsafe_globals
 
 __all__ = [
     "CheckpointError", "MAX_HEADER", "MAX_PICKLE_BYTES", "MAX_INFLATE_RATIO", "ST_DTYPES",
@@ -46,8 +49,6 @@ ST_DTYPES = {
 }
 _FILE_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
                (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
-_STRING_OPS = {"STRING", "BINSTRING", "SHORT_BINSTRING", "UNICODE", "BINUNICODE", "SHORT_BINUNICODE",
-               "BINUNICODE8"}
 
 
 class CheckpointError(ValueError):
@@ -190,70 +191,6 @@ class _Bounded:
         return self._fh.tell()
 
 
-def pickle_imports(stream: Any) -> list[str]:
-    """Usage: ``pickle_imports(BytesIO(data))`` -> ``["torch._utils._rebuild_tensor_v2", "posix.system"]``.
-
-    The globals one pickle imports (``GLOBAL``, ``INST``, ``STACK_GLOBAL`` resolved through a small model
-    of the stack and memo; ``?`` where a name is built at load time), read with ``pickletools.genops``.
-    """
-    from _compat_pickle import IMPORT_MAPPING, NAME_MAPPING
-    from pickletools import genops, markobject, stackslice
-
-    found: list[str] = []
-    stack: list[Any] = []
-    memo: dict[Any, Any] = {}
-    mark = object()
-    for op, arg, _ in genops(stream):
-        kind = op.name
-        if kind in ("GLOBAL", "INST"):  # Python 2 names mapped as every unpickler does (__builtin__.set)
-            module, _, attr = str(arg).partition(" ")
-            module, attr = NAME_MAPPING.get((module, attr), (IMPORT_MAPPING.get(module, module), attr))
-            found.append(f"{module}.{attr}")
-        elif kind == "STACK_GLOBAL":
-            attr = stack.pop() if stack else None
-            module = stack.pop() if stack else None
-            found.append(f"{module if isinstance(module, str) else '?'}.{attr if isinstance(attr, str) else '?'}")
-            stack.append(None)
-            continue
-        elif kind.startswith("EXT"):
-            found.append("copyreg.extension")
-        if kind in ("PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE"):
-            memo[len(memo) if kind == "MEMOIZE" else arg] = stack[-1] if stack else None
-            continue
-        if kind in ("GET", "BINGET", "LONG_BINGET"):
-            stack.append(memo.get(arg))
-            continue
-        before = op.stack_before
-        if markobject in before or stackslice in before:
-            while stack and stack[-1] is not mark:
-                stack.pop()
-            if stack:
-                stack.pop()
-            below = before.index(markobject) if markobject in before else 0
-        else:
-            below = len(before)
-        del stack[len(stack) - min(below, len(stack)):]
-        for item in op.stack_after:
-            stack.append(mark if item is markobject else arg if kind in _STRING_OPS else None)
-    return found
-
-
-def _allowed_globals() -> set[str]:
-    try:
-        from torch import _weights_only_unpickler as w
-        return set(w._get_allowed_globals()) | set(w._get_user_allowed_globals())
-    except (ImportError, AttributeError):  # another torch: only what every torch.save of tensors imports
-        return {"collections.OrderedDict", "torch._utils._rebuild_tensor_v2", "torch._utils._rebuild_parameter"}
-
-
-def _display(full: str) -> str:
-    """``posix.system`` -> ``os.system``; ``builtins.print`` -> ``print``."""
-    module, _, attr = full.rpartition(".")
-    if module in ("posix", "nt"):
-        return f"os.{attr}"
-    return attr if module in ("builtins", "__builtin__") else full
-
-
 def refuse_pickle_code(path: str, *, unsafe_trusted: bool = False) -> None:
     """Usage: ``refuse_pickle_code("ckpt.pt")``; raises ``CheckpointError`` for a file that must not be loaded.
 
@@ -278,7 +215,9 @@ def _scan(path: str, name: str, unsafe_trusted: bool) -> None:
             fh.seek(0)
             data = _zip_pickle(fh, name)
             stream, count, end = BytesIO(data or b""), 1 if data else 0, len(data or b"")
+            public = public_unsafe(fh) if data and not unsafe_trusted else None
         else:
+            public = None
             fh.seek(0)
             stream, count, end = _Bounded(fh, MAX_PICKLE_BYTES), _LEGACY_PICKLES, size
         if unsafe_trusted:
@@ -295,10 +234,9 @@ def _scan(path: str, name: str, unsafe_trusted: bool) -> None:
         except (ValueError, EOFError) as exc:
             if not imports:
                 raise CheckpointError(f"{name}: not a readable torch checkpoint (not a pickle: {exc})") from None
-    allowed = _allowed_globals()
-    unsafe = [g for g in dict.fromkeys(imports) if g not in allowed]
+    unsafe = unsafe_globals(imports, public)
     if unsafe:
-        shown = ", ".join(_display(g) for g in unsafe[:3]) + (f" and {len(unsafe) - 3} more" if len(unsafe) > 3
+        shown = ", ".join(shown_global(g) for g in unsafe[:3]) + (f" and {len(unsafe) - 3} more" if len(unsafe) > 3
                                                              else "")
         raise CheckpointError(f"{name}: refused: this pickle would run code ({shown}); `--unsafe-trusted` loads it")
 

@@ -386,18 +386,20 @@ def statediff(
     unsafe_trusted: bool = False,
     model_label: str | None = None,
     other_label: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> StateDiff:
     """Usage: ``statediff(model, "ckpt/")`` or ``statediff(model, other_model)`` -> ``StateDiff``.
 
     ``model``: a module or a state dict. ``path_or_other``: a checkpoint path (file, sharded folder,
     ``*.index.json``), a module, a state dict or a ``CheckpointInfo``. ``unsafe_trusted=True`` lets a pickle
-    run code (only for files you trust). Raises ``CheckpointError`` with a one-line message.
+    run code (only for files you trust). ``progress(done, total)`` follows a sharded checkpoint's shards.
+    Raises ``CheckpointError`` with a one-line message.
     """
     info, aliases, class_ties = model_state(model, model_label)
     if type(path_or_other) is CheckpointInfo:
         other = path_or_other
     elif issubclass(type(path_or_other), (str, os.PathLike)):
-        other = read_checkpoint(path_or_other, unsafe_trusted=unsafe_trusted)
+        other = read_checkpoint(path_or_other, unsafe_trusted=unsafe_trusted, progress=progress)
         if other_label:
             other.label = other_label
     else:

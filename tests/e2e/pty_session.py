@@ -36,7 +36,9 @@ class PtySession:
                  executable: str = sys.executable):
         self._state = tempfile.TemporaryDirectory(prefix="llmpdb-state-")  # the prompt's history, not ~'s
         full_env = {**os.environ, "NO_COLOR": "1", "COLUMNS": str(width), "TERM": "xterm",
-                    "XDG_STATE_HOME": self._state.name, **(env or {})}
+                    "XDG_STATE_HOME": self._state.name,
+                    "LLMPDB_PROGRESS_DELAY": "600",  # no progress bar in transcripts, however slow the machine
+                    **(env or {})}
         for key in [k for k, v in full_env.items() if v is None]:
             del full_env[key]
         self.child = pexpect.spawn(executable, args, cwd=ROOT, env=full_env, encoding="utf-8",

@@ -1,5 +1,6 @@
-"""Fuzz llmpdb's safetensors reader (``files.safetensors_file.read_safetensors``, copied and mapped) and the
-header check (``inspect.checkpoint_guard.parse_safetensors_header``) with ``hypothesis``: lying lengths,
+"""Fuzz llmpdb's safetensors reader (``files.safetensors_file.read_safetensors``, copied and mapped), the
+header check (``inspect.checkpoint_guard.parse_safetensors_header``) and the header reader that hands the file
+to the safetensors library (``inspect.safetensors_header.read_header``) with ``hypothesis``: lying lengths,
 huge header sizes, bad JSON, duplicate keys, offsets out of range, bad dtypes and shapes. The one
 documented refusal is ``CheckpointError`` (one line); nothing else comes out, and memory stays bounded
 (every file here is a few KiB, whatever its header claims)."""
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 
 from llmpdb.files.safetensors_file import CheckpointError, read_safetensors
 from llmpdb.inspect.checkpoint_guard import parse_safetensors_header
+from llmpdb.inspect.safetensors_header import read_header
 
 FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -58,6 +60,14 @@ def _read_both(path: str) -> None:
             for t in tensors.values():
                 assert isinstance(t, torch.Tensor) and t.device.type == "cpu"
                 t.view(torch.uint8).sum() if t.numel() and t.dim() and t.dtype != torch.bool else None  # touch it
+        for use_library in (True, False):  # the library never takes the process down, whatever the header
+            try:
+                header = read_header(path, use_library=use_library)
+            except CheckpointError as exc:
+                assert "\n" not in str(exc), str(exc)
+                continue
+            assert all(type(shape) is tuple and all(type(d) is int for d in shape)
+                       for _, shape in header.tensors.values())
     finally:
         os.unlink(path)
 
