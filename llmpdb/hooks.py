@@ -30,7 +30,10 @@ _CREATING = threading.RLock()
 
 
 def disabled() -> bool:
-    """Usage: ``if disabled(): return``; True under ``LLMPDB_DISABLE=1`` or ``PYTHONBREAKPOINT=0``."""
+    """Usage: ``if disabled(): return``; True under ``LLMPDB_DISABLE=1`` or ``PYTHONBREAKPOINT=0``, and once
+    ``ide`` handed the process to another debugger (``SESSION.stood_down``)."""
+    if SESSION.stood_down:
+        return True
     return os.environ.get("LLMPDB_DISABLE", "") not in ("", "0") or os.environ.get("PYTHONBREAKPOINT") == "0"
 
 
