@@ -77,6 +77,9 @@ class IdeCommands:
         debugpy = _import_debugpy()
         frame = self._ide_program_frame()
         state = SESSION.memory("ide", dict)
+        close = getattr(self, "fast_breakpoints_close", None)
+        if close is not None:  # before debugpy starts: on 3.12+ the engine holds sys.monitoring's DEBUGGER_ID,
+            close()            # which debugpy needs; re-armed at the next `c` should listen fail
         if "address" in state:  # debugpy.listen() works once per process
             host, port = state["address"]
         else:
@@ -121,16 +124,13 @@ class IdeCommands:
         """Leave the thread's tracing to debugpy: no llmpdb breakpoint, stop or trace function from now on.
 
         ``debugpy.listen`` already replaced this thread's trace function and its frames' (pdb's); what is left
-        is llmpdb's own state: breakpoints (cleared, listed), the fast engine (closed), the value pdb's trace
-        function returns for the event this stop is in (None: the frame keeps debugpy's), later stops
-        (``SESSION.stood_down``), and ``breakpoint()`` (``debugpy.breakpoint``)."""
+        is llmpdb's own state: breakpoints (cleared, listed), the fast engine (closed before listen, now off),
+        the value pdb's trace function returns for the event this stop is in (None: the frame keeps
+        debugpy's), later stops (``SESSION.stood_down``), and ``breakpoint()`` (``debugpy.breakpoint``)."""
         cleared = [f"{os.path.basename(bp.file)}:{bp.line}" for bp in _breakpoints() if bp]
         if cleared:
             self.clear_all_breaks()
-        close = getattr(self, "fast_breakpoints_close", None)
-        if close is not None:
-            close()
-            self.fast_breakpoints_enabled = False
+        self.fast_breakpoints_enabled = False  # pdb's own decisions only; its trace function is gone
         self._set_stopinfo(self.botframe, None, -1)  # as `c` with no breakpoint: nothing left to stop at
         self.trace_dispatch = None  # bdb returns self.trace_dispatch as the frame's next local trace: None
         # leaves the frame with the one debugpy gave it

@@ -81,3 +81,19 @@ def test_ide_hands_the_stop_to_a_dap_client(tmp_path):
     # the very end, after the program, is the one warning pydevd prints: docs/remote.md)
     assert "PYDEV DEBUGGER WARNING" not in rest[:rest.index("done 9")]
     assert s.exitstatus == 0
+
+
+def test_ctrl_c_stops_the_wait_and_the_program_runs_on_under_debugpy(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text(SCRIPT)
+    with PtySession(["-m", "llmpdb", "-c", "continue", str(script)], timeout=20) as s:
+        s.wait_prompt()
+        s.child.sendline("ide --timeout 60")
+        s.child.expect(r"waiting 60 s for the IDE")
+        s.child.sendintr()
+        s.child.expect("stopped waiting: the program continues under debugpy, which keeps listening")
+        s.child.expect(pexpect.EOF, timeout=15)  # the second breakpoint() is debugpy's now: no IDE, no stop
+        rest = clean(s.child.before)
+        s.child.close()
+    assert "b 2 c 6" in rest and "done 9" in rest and "(llmpdb)" not in rest
+    assert s.exitstatus == 0
