@@ -76,6 +76,10 @@ def _muted_site(frame) -> bool:
 def _stop(frame, header):
     debugger = get_debugger()
     STOP_GATE.reserve(getattr(debugger, "announce_wait", None))  # another thread's stop is shown to its end first
+    if SESSION.stood_down:  # `ide` handed the process to another debugger while this thread waited its turn
+        STOP_GATE.enter()
+        STOP_GATE.leave()
+        return
     if header is not None:
         debugger.fit_streams()  # stdout may be closed: the header goes where the stop will write
         debugger.message(header)

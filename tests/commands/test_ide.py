@@ -83,3 +83,32 @@ def test_a_post_mortem_stop_is_refused():
         pdb.setup(None, exc.__traceback__)
     pdb.do_ide("")
     assert "post-mortem stop" in out.getvalue()
+
+
+def test_a_thread_waiting_its_turn_when_llmpdb_stands_down_does_not_stop(monkeypatch):
+    """A thread queued at the stop gate behind the stop that ran ``ide`` must not install llmpdb's trace
+    function in the program debugpy now traces: it frees the gate and runs on."""
+    import threading
+
+    from llmpdb import hooks
+    from llmpdb.breakpoints.stop_gate import STOP_GATE
+
+    traced = []
+    STOP_GATE.reserve()  # this thread's stop is open
+
+    def worker():
+        hooks._stop(sys._getframe(), None)
+        traced.append(sys.gettrace())
+
+    # get_debugger runs before reserve: give the worker a debugger-like object whose set_trace must not run
+    monkeypatch.setattr(hooks, "get_debugger", lambda **kw: type("D", (), {
+        "set_trace": lambda self, frame: pytest.fail("set_trace ran after the stand-down")})())
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join(0.3)
+    assert thread.is_alive()  # queued behind this thread's stop
+    monkeypatch.setattr(SESSION, "stood_down", "debugpy")
+    STOP_GATE.enter()
+    STOP_GATE.leave()
+    thread.join(5)
+    assert not thread.is_alive() and traced == [None] and STOP_GATE.owner is None
