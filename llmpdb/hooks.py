@@ -30,7 +30,10 @@ _CREATING = threading.RLock()
 
 
 def disabled() -> bool:
-    """Usage: ``if disabled(): return``; True under ``LLMPDB_DISABLE=1`` or ``PYTHONBREAKPOINT=0``."""
+    """Usage: ``if disabled(): return``; True under ``LLMPDB_DISABLE=1`` or ``PYTHONBREAKPOINT=0``, and once
+    ``ide`` handed the process to another debugger (``SESSION.stood_down``)."""
+    if SESSION.stood_down:
+        return True
     return os.environ.get("LLMPDB_DISABLE", "") not in ("", "0") or os.environ.get("PYTHONBREAKPOINT") == "0"
 
 
@@ -73,6 +76,10 @@ def _muted_site(frame) -> bool:
 def _stop(frame, header):
     debugger = get_debugger()
     STOP_GATE.reserve(getattr(debugger, "announce_wait", None))  # another thread's stop is shown to its end first
+    if SESSION.stood_down:  # `ide` handed the process to another debugger while this thread waited its turn
+        STOP_GATE.enter()
+        STOP_GATE.leave()
+        return
     if header is not None:
         debugger.fit_streams()  # stdout may be closed: the header goes where the stop will write
         debugger.message(header)

@@ -35,6 +35,7 @@ class Session:
     _memories: dict[str, Any] = field(default_factory=dict)
     stopper: Callable[[object, str], None] | None = None
     relay: Callable[[str], None] | None = None  # a job's relay of a log line others cannot see (ranks)
+    stood_down: str = ""  # the debugger llmpdb handed the process to (`ide`: "debugpy"); then it never stops
 
     def memory(self, key: str, factory: Callable[[], Any]) -> Any:
         """Usage: ``SESSION.memory("snapshots", dict)``; created on first use, kept for the process."""
@@ -62,6 +63,7 @@ class Session:
     def reset(self) -> None:
         """Forget everything but the stopper (tests)."""
         self.stop = 0
+        self.stood_down = ""
         self._memories.clear()
 
 

@@ -24,6 +24,7 @@ from .dump import DumpCommands  # noqa: E402
 from .explain import ExplainCommands  # noqa: E402
 from .grads import GradsCommands  # noqa: E402
 from .help import HelpCommands  # noqa: E402
+from .ide import IdeCommands  # noqa: E402
 from .kv import KvCommands  # noqa: E402
 from .mem import MemCommands  # noqa: E402
 from .mute import MuteCommands  # noqa: E402
@@ -39,4 +40,4 @@ from .watching import WatchCommands  # noqa: E402
 COMMAND_MIXINS.extend([CatchCommands, HelpCommands, MuteCommands, NavigationCommands, ShapesCommands,
                        StatediffCommands, KvCommands, TraceCommands, WatchCommands, NanBreakCommands,
                        GradsCommands, TokensCommands, DivergeCommands, DumpCommands, MemCommands,
-                       ShowCommands, ExplainCommands])
+                       ShowCommands, ExplainCommands, IdeCommands])
