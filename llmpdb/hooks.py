@@ -82,8 +82,17 @@ def _stop(frame, header):
         return
     if header is not None:
         debugger.fit_streams()  # stdout may be closed: the header goes where the stop will write
-        debugger.message(header)
+        debugger.message(_fitted(debugger, header))
     debugger.set_trace(frame)
+
+
+def _fitted(debugger, header: str) -> str:
+    """The stop's header wrapped to the debugger's width (a module path or a shape is never split)."""
+    from .render.table import wrap_lines
+    try:
+        return wrap_lines(header, debugger.out_width())
+    except Exception:  # a debugger without a width: the header as it is
+        return header
 
 
 def breakpointhook(*args, **kwargs) -> None:

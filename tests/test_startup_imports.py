@@ -97,7 +97,8 @@ IMPORTS_INSIDE_FUNCTIONS = {
     "llmpdb/cli/parser.py": "--version and --listen's checks load the base and remote/ only when given",
     "llmpdb/ranks/timeouts.py": TORCH_ONLY_IF_USED,
     "llmpdb/base.py": "pdb++ or the standard pdb, whichever the base choice picks",
-    "llmpdb/hooks.py": "the debugger class is built at the first stop, not at `import llmpdb`",
+    "llmpdb/hooks.py": "the debugger class is built (and a stop's header wrapped) at the first stop, not at "
+                       "`import llmpdb`",
     "llmpdb/breakpoints/__init__.py": "the engine loads when the debugger class is built",
     "llmpdb/breakpoints/catching.py": "sysconfig, only when a catch first meets a raise inside an import",
     "llmpdb/breakpoints/mixin.py": "only the engine this Python version and setting uses",

@@ -169,6 +169,7 @@ class KvCommands:
         from ..inspect.kinds import is_module, module_attr
         from ..inspect.kv import NotACacheError, SEARCHED, inspect_cache, is_kv_pair
         from ..render.kv import render_history
+        from ..render.table import wrap_lines
         args = parse_kv_args(arg)
         local_vars = self.frame_locals()
         style, width = self.out_style(), self.out_width()
@@ -182,7 +183,8 @@ class KvCommands:
         if skipped:
             self.message(style.warn(f"skipped {', '.join(skipped)}: raised while looked at"))
         if found is None and not args.history:
-            raise CommandError(f"no KV cache in this frame or the model frames around it (looked at {SEARCHED})")
+            raise CommandError("no KV cache in this frame or the model frames around it\n"
+                               + wrap_lines(f"  (looked at {SEARCHED})", width))
         if found is not None and is_kv_pair(found[1]) and not args.history:
             self.message(self._kv_pair(found[0], found[1], args, width, style))
             return

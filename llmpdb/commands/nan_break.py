@@ -58,5 +58,6 @@ class NanBreakCommands:
         what = " and ".join(k for k, on in (("module outputs", engine.outputs), ("output gradients", engine.grads))
                             if on)
         when = "checking" if torch_loaded else "armed for when torch is imported: will check"
-        self.message(f"nan-break: {when} {what}; pauses at the first NaN/Inf, then turns off "
-                     "(`nan-break off` to remove)")
+        from ..render.table import wrap_lines
+        self.message(wrap_lines(f"nan-break: {when} {what}; pauses at the first NaN/Inf, then turns off\n"
+                                "  (`nan-break off` to remove)", self.out_width()))

@@ -202,7 +202,7 @@ class NanBreak:
     def _hit(self, module, path: str, tensor, bad: str, kind: str, frame) -> None:
         self.disarm()
         name = self.name_of(module)
-        where = ("torch's module call: `self` is the module, `result` its output; `up` for the caller"
+        where = ("torch's module call: `self` is the module, `result` its output;\n  `up` for the caller"
                  if kind == "output" else "the frame running backward()")
         header = (f"nan-break: {name} ({type(module).__name__}) {path} has {bad} values "
                   f"[{tensor_summary(tensor)}]\n  stopped in {where}; nan-break is now off")

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import config_candidates, describe_candidates, describe_config, looks_like_config, text_config
-from .dims_roles import module_sizes, names_by_role, role_of
+from .dims_roles import module_sizes, names_by_role, param_role_of, role_of
 from .frames import frame_locals, frame_self
 from .kinds import is_module, library_attr, static_attr, stored
 from .safe import is_tensor, no_torch_function
@@ -60,6 +60,8 @@ _SPELLINGS: dict[str, tuple[str, ...]] = {
 # Named by role only: small numbers that collide with everything, and the state-space sizes (a Mamba layer's
 # conv kernel is 4 like a tiny model's heads; its inner width is often the MLP's).
 _NOT_BY_SIZE = ("top_k", "conv_kernel", "ssm_state", "ssm_inner")
+_ACTIVATION = ("seq", "q_seq", "k_seq", "tokens")  # sizes of the frame's activations: never a parameter's
+_INDEX_DIMS = ("batch", "seq", "q_seq", "k_seq", "tokens")  # an int tensor's dims, named by size
 _LEADING = ("batch", "tokens")     # the only names of a batched tensor's leading dimension
 _MLA = ("qk_head_dim", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "kv_lora_rank", "q_lora_rank")
 _ORDER = ("batch", "seq", "tokens", "hidden", "heads", "kv_heads", "head_dim", *_MLA, "q_dim", "kv_dim", "qkv",
@@ -269,7 +271,7 @@ class DimNamer:
         """Usage: ``namer.size_of("heads")`` -> ``4`` or None."""
         return dict(self.sizes).get(name)
 
-    def _by_size(self, shape: Sequence[int | str], batched: bool) -> list[str]:
+    def _by_size(self, shape: Sequence[int | str], batched: bool, index: bool = False) -> list[str]:
         names = []
         for i, size in enumerate(shape):
             leading = batched and i == 0 and len(shape) >= 2
@@ -281,26 +283,35 @@ class DimNamer:
                 fits = [n for n, s in self.sizes if s == size and n not in _NOT_BY_SIZE
                         and (n in _LEADING) == leading]
                 blocked = size in self.ambiguous and not leading
+                if len(fits) == 1 and not blocked:
+                    # an int tensor holds no model width; a weight has no seq: either is a collision, `?`
+                    blocked = (index and fits[0] not in _INDEX_DIMS) or (not batched and fits[0] in _ACTIVATION)
                 names.append(fits[0] if len(fits) == 1 and not blocked else "?")
         return names
 
-    def name_dims(self, shape: Sequence[int | str], *, batched: bool = True, path: str = "") -> list[str] | None:
+    def name_dims(self, shape: Sequence[int | str], *, batched: bool = True, path: str = "",
+                  index: bool = False) -> list[str] | None:
         """Usage: ``namer.name_dims((1, 2, 7, 16), path="k")`` -> ``['batch', 'kv_heads', 'seq', 'head_dim']``.
 
         ``path`` (the tensor's access path) gives its role when it says one (``dims_roles.role_of``); a
         role's layout names each dimension by its position. Without a role (or when no layout fits),
         dimensions are named by size, where exactly one name fits. ``batched=False`` for tensors that
-        never carry a batch dimension (parameters). None when no dimension gets a name.
+        never carry a batch dimension (parameters): none of theirs is named ``seq`` or ``tokens``.
+        ``index=True`` for a batched int32/int64 tensor (ids, positions, indices): named by size, its
+        dimensions are only ever ``batch``, ``seq`` or ``tokens``, never a model width
+        (``ids`` (2, 4) is not ``? · heads`` when 4 is also the head count). None when no dimension gets a
+        name.
         """
-        role = role_of(path) if path and batched else None
+        role = ((role_of(path) if batched else None) or param_role_of(path)) if path else None
         names = names_by_role(role, shape, dict(self.sizes), kv_name=self.kv_name) if role else None
         if names is None:
-            names = self._by_size(shape, batched)
+            names = self._by_size(shape, batched, index and batched)
         if all(n in ("?", "1") for n in names):
             return None
         return names
 
-    def describe(self, shape: Sequence[int | str], *, batched: bool = True, path: str = "") -> str:
+    def describe(self, shape: Sequence[int | str], *, batched: bool = True, path: str = "",
+                 index: bool = False) -> str:
         """Usage: ``namer.describe((1, 7, 64))`` -> ``'batch · seq · hidden'``; ``''`` when nothing is known."""
-        names = self.name_dims(shape, batched=batched, path=path)
+        names = self.name_dims(shape, batched=batched, path=path, index=index)
         return " · ".join(names) if names else ""

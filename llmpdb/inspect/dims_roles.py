@@ -39,7 +39,7 @@ from typing import Any
 
 from .kinds import is_module, static_attr
 
-__all__ = ["ROLES", "NAMES", "role_of", "names_by_role", "module_sizes", "FREE"]
+__all__ = ["param_role_of", "ROLES", "NAMES", "role_of", "names_by_role", "module_sizes", "FREE"]
 
 FREE = frozenset({"seq", "q_seq", "k_seq"})  # sequence axes: any length fits (decode steps, caches, windows)
 _POSITIONAL = frozenset({"batch", "tokens"})  # named by position even when their size is unknown
@@ -76,6 +76,8 @@ ROLES: dict[str, dict[int, tuple[tuple[Any, ...], ...]]] = {
     # state-space (Mamba) layers; "?" takes any size (Mamba-2 convolves x, B and C together: not ssm_inner)
     "conv_state": {3: (("batch", ("ssm_inner", "?"), "conv_kernel"),)},
     "ssm_state": {3: (("batch", ("ssm_inner", "?"), "ssm_state"),), 4: (("batch", "?", "?", "ssm_state"),)},
+    # a parameter: the depthwise conv1d of a Mamba mixer, (channels, in-channels per group = 1, kernel)
+    "conv_weight": {3: ((("ssm_inner", "?"), ("in_per_group",), "conv_kernel"),)},
 }
 
 NAMES: dict[str, str] = {
@@ -157,6 +159,13 @@ def role_of(path: str) -> str | None:
     if kind == "name" and leaf in ("keys", "values") and len(parts) >= 2 and _in_cache_layer(parts[-2]):
         return "cache_kv"  # a cache layer's tensors (transformers 5: cache.layers[i].keys, self.keys)
     return NAMES.get(leaf)
+
+
+def param_role_of(path: str) -> str | None:
+    """Usage: ``param_role_of("model.backbone.layers[0].mixer.conv1d.weight")`` -> ``"conv_weight"``; a
+    parameter's role from its name (``prefixed['….conv1d.weight']`` too); None for any other."""
+    dotted = ".".join(text for _, text in _segments(path))
+    return "conv_weight" if dotted == "conv1d.weight" or dotted.endswith(".conv1d.weight") else None
 
 
 def _in_cache_layer(parent: tuple[str, str]) -> bool:

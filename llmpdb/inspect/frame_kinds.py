@@ -57,7 +57,9 @@ _PLUMBING = (
     (f"transformers{_SEP}modeling_layers.py", ("__call__", "forward_with_checkpointing")),
     (f"transformers{_SEP}integrations{_SEP}hub_kernels.py", None),
     (f"accelerate{_SEP}hooks.py", None),
+    (f"transformers{_SEP}integrations{_SEP}accelerate.py", ("wrapped",)),  # force_accelerate_hooks (5.25 Mamba)
     (f"{_SEP}kernels{_SEP}layer", None),          # the `kernels` package's wrapper of a hub kernel's forward
+    (f"{_SEP}kernels{_SEP}_internals{_SEP}layer{_SEP}", None),  # (its newer layout: use_kernelized_func)
     (f"{_SEP}debugpy{_SEP}", None),               # VS Code's debugger, its vendored pydevd included
     (f"{_SEP}_pydevd_bundle{_SEP}", None),        # PyCharm's pydevd
     (f"{_SEP}_pydev_bundle{_SEP}", None),

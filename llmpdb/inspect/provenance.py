@@ -299,11 +299,24 @@ def _flat_args(call: ast.Call) -> list[ast.AST]:
 
 
 def _called_module(call: ast.Call, local_map: dict, global_map: dict):
-    """The nn.Module a call runs (``self.q_proj(...)``, ``layer(...)``), read as stored; None otherwise."""
+    """The nn.Module a call runs (``self.q_proj(...)``, ``layer(...)``), read as stored; None otherwise.
+
+    A module called by a bare name with no parameter, buffer or child is a function in a module's clothes
+    (transformers 5.25 wraps ``apply_rotary_pos_emb`` in a ``Func`` module for hub kernels): a step, as the
+    function was, so the walk goes on to the projection before it."""
     if not isinstance(call.func, (ast.Name, ast.Attribute)):
         return None
     value = static_value(call.func, local_map, global_map)
-    return value if is_module(value) else None
+    if not is_module(value):
+        return None
+    if isinstance(call.func, ast.Name) and _stateless(value):
+        return None
+    return value
+
+
+def _stateless(module) -> bool:
+    own = instance_dict(module)
+    return not any(own.get(key) for key in ("_parameters", "_buffers", "_modules"))
 
 
 def provenance(func, name: str, before: int, frame, max_steps: int = 12) -> Provenance:

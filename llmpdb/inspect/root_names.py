@@ -49,13 +49,16 @@ def models_in_sight(stack, index: int | None = None) -> list[tuple[str, object]]
 
 
 def ambiguous_root_names(found: list[tuple[str, object]]) -> dict[int, str]:
-    """Usage: ``ambiguous_root_names(models_in_sight(...))``; ``{id(module): variable}`` for every model in
-    sight (wrapped models under their wrapper's name too) when two of them share a class, else ``{}``."""
+    """Usage: ``ambiguous_root_names(models_in_sight(...))``; ``{id(module): variable}`` for each model in
+    sight whose class another model in sight shares (wrapped models under their wrapper's name too), else
+    ``{}``. A model alone of its class stays ``(root)``: the modules a library keeps in its globals (the
+    parameterless ``Func`` wrappers of transformers' Mamba kernels) collide among themselves, not with it."""
     classes = [type(unwrap_model(module)[0]).__name__ for _, module in found]
-    if len(set(classes)) == len(classes):
-        return {}
+    shared = {c for c in classes if classes.count(c) > 1}
     names: dict[int, str] = {}
-    for name, module in found:
+    for (name, module), cls in zip(found, classes):
+        if cls not in shared:
+            continue
         names.setdefault(id(module), name)
         names.setdefault(id(unwrap_model(module)[0]), name)
     return names

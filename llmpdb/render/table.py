@@ -14,9 +14,11 @@ until it fits or they reach ``min_width``. Cells may hold ANSI colour codes: wid
 the table is still too wide — ``("rewrite", column, function)`` rewrites every cell of a column
 (``Backward0`` suffixes dropped), ``("cut", column, floor)`` cuts the column's cells in the middle down to
 ``floor`` characters (or to its header's length) with ``…`` (``("cut", column, floor, cutter)`` with a
-cutter of one's own; two different cells never read the same: those get the room that tells them apart), ``("rename", column, shorter)`` shortens a header, ``("hide", column)`` drops the
-column and reports it, so the caller can say so below the table. A step naming a column the table does not
-have is skipped. Shape columns are never in a step.
+cutter of one's own; two different cells never read the same: the ``…`` of those moves to where they
+differ, at the same width, and only where no place tells them apart do they get more room),
+``("rename", column, shorter)`` shortens a header, ``("hide", column)`` drops the column and reports it,
+so the caller can say so below the table. A step naming a column the table does not have is skipped.
+Shape columns are never in a step.
 """
 
 from __future__ import annotations
@@ -64,11 +66,11 @@ def fit_text(text: str, width: int, indent: str = "  ") -> list[str]:
 
 
 def _protect(line: str) -> str:
-    """Spaces inside a shape ``(2, 19, 64)`` / ``[2, 4]`` become NUL, so a wrap never splits one (prose in
-    parentheses still wraps)."""
+    """Spaces inside a shape ``(2, 19, 64)`` / ``[2, 4]`` / a tensor's summary ``[(2, 19, 64) f32]`` become
+    NUL, so a wrap never splits one (prose in parentheses still wraps)."""
     import re
 
-    return re.sub(r"[(\[][\d, ?…+]*[)\]]", lambda m: m.group(0).replace(" ", "\0"), line)
+    return re.sub(r"\[\([\d, ?…+]*\) \w+\]|[(\[][\d, ?…+]*[)\]]", lambda m: m.group(0).replace(" ", "\0"), line)
 
 
 def wrap_lines(text: str, width: int) -> str:
@@ -134,20 +136,79 @@ def fit_columns(headers: Sequence[str], rows: Sequence[Sequence[str]], width: in
 
 def _distinct_cuts(cells: list[str], limit: int, cutter) -> list[str]:
     """``cells`` cut to ``limit``; where two different cells would read the same (``model.m…j.weight`` for
-    layers 0 and 1), those cells get more room, one character at a time, until they differ (or are whole)."""
+    layers 0 and 1), each of those is first cut elsewhere at the same length, the ``…`` moved to the
+    place nearest the cutter's own where no other cell of the clash has that head and that tail
+    (``model.layers.0…j.weight``), so the column keeps its width; only where no place tells a cell apart
+    do those cells get more room, one character at a time. When some did, every cell is cut again to the
+    column's new width (the room they took is the column's anyway)."""
+    out = _distinct_at(cells, limit, cutter)
+    wider = max((visible_len(cut) for cut in out), default=limit)
+    if wider > limit:
+        again = _distinct_at(cells, wider, cutter)
+        if max(visible_len(cut) for cut in again) <= wider:
+            return again
+    return out
+
+
+def _distinct_at(cells: list[str], limit: int, cutter) -> list[str]:
     out = [cutter(cell, limit) if visible_len(cell) > limit else cell for cell in cells]
+    column = sorted(set(cells)) if len(set(cells)) <= _COLUMN_LIMIT else None
     room = limit
     while True:
-        originals: dict[str, set[str]] = {}
-        for cell, cut in zip(cells, out):
-            originals.setdefault(cut, set()).add(cell)
-        clashing = {cut for cut, whole in originals.items() if len(whole) > 1}
+        groups: dict[str, list[int]] = {}
+        for i, cut in enumerate(out):
+            groups.setdefault(cut, []).append(i)
+        clashing = {cut: rows for cut, rows in groups.items() if len({cells[i] for i in rows}) > 1}
         if not clashing:
             return out
+        moved = False
+        for cut, rows in clashing.items():
+            found = _moved_cuts(sorted({cells[i] for i in rows}), room, set(out) - {cut}, out[rows[0]], column)
+            if found is not None:
+                for i in rows:
+                    out[i] = found[cells[i]]
+                moved = True
+        if moved:
+            continue
         room += 1
-        for i, (cell, cut) in enumerate(zip(cells, out)):
-            if cut in clashing:
-                out[i] = cutter(cell, room) if visible_len(cell) > room else cell
+        for rows in clashing.values():
+            for i in rows:
+                out[i] = cutter(cells[i], room) if visible_len(cells[i]) > room else cells[i]
+
+
+_MOVED_LIMIT = 160  # cells in one clash tried one by one (pairs × places); a larger clash gets more room
+_COLUMN_LIMIT = 400  # a column up to this many cells: a moved cut matches no other cell of the column
+
+
+def _moved_cuts(cells: list[str], room: int, taken: set[str], usual: str,
+                column: list[str] | None = None) -> dict[str, str] | None:
+    """A middle cut of ``room`` characters for each of ``cells`` that no other cell matches (one with the
+    same head and tail could be the one meant), of ``column`` when given, else of ``cells``, and that is
+    none of ``taken``; the ``…`` nearest the cutter's own place (in ``usual``) first. None when some cell
+    has no such cut, for text that is not plain ASCII (its characters are not its cells), or for a clash
+    of more than ``_MOVED_LIMIT`` cells."""
+    if room < 3 or len(cells) > _MOVED_LIMIT or not all(c.isascii() and "\x1b" not in c for c in cells):
+        return None
+    usual_head = usual.find("…")
+    usual_head = (room - 1) // 2 if usual_head < 0 else usual_head
+    heads = sorted(range(1, room - 1), key=lambda h: (abs(h - usual_head), h))
+    found: dict[str, str] = {}
+    for cell in cells:
+        if len(cell) <= room:
+            found[cell] = cell
+            continue
+        others = [c for c in (column or cells) if c != cell and len(c) > room]
+        for head in heads:
+            front, back = cell[:head], cell[len(cell) - (room - 1 - head):]
+            cut = front + "…" + back
+            if cut in taken or cut in found.values():
+                continue
+            if not any(o.startswith(front) and o.endswith(back) for o in others):
+                found[cell] = cut
+                break
+        else:
+            return None
+    return found
 
 
 def render_table(

@@ -53,7 +53,8 @@ def _dims(namer: DimNamer | None, info: TensorInfo) -> str:
     """Parameters never have a batch dimension; everything else is read batch-first."""
     if namer is None:
         return ""
-    return namer.describe(info.shape, batched="Parameter" not in info.flags, path=info.path)
+    return namer.describe(info.shape, batched="Parameter" not in info.flags, path=info.path,
+                          index=info.dtype in ("i32", "i64"))
 
 
 def _wrap(line: str, width: int) -> list[str]:

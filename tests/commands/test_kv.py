@@ -134,10 +134,13 @@ def no_cache_here():
     return numbers
 
 
-def test_no_cache_in_frame_is_one_line():
+def test_no_cache_in_frame_says_where_it_looked_within_the_width():
     out = debug_transcript(no_cache_here, ["c", "kv", "kv 0", "c"])
     for chunk in outputs_of(out)[1:3]:
-        assert chunk.strip() == f"*** kv: no KV cache in this frame or the model frames around it (looked at {SEARCHED})"
+        lines = chunk.strip().splitlines()
+        assert lines[0] == "*** kv: no KV cache in this frame or the model frames around it"
+        assert " ".join(" ".join(lines[1:]).split()) == f"(looked at {SEARCHED})"
+        assert all(len(line) <= 100 and line.startswith("  ") for line in lines[1:])
 
 
 def llama_then_generate():

@@ -55,6 +55,9 @@ def test_shared_sizes_print_a_question_mark_and_the_leading_dimension_is_the_bat
     # batch-first: "batch" is never offered for a later dimension, nor for a 1-d tensor, and the
     # leading dimension of a batched tensor gets no other name
     assert namer.describe((16, 2), batched=False) == "? · kv_heads"
+    short = DimNamer.from_config(tiny_llama().config, batch=2, seq=5)
+    assert short.describe((5, 64), batched=False) == "? · hidden"       # a weight's 5 is never seq
+    assert short.describe((2, 5)) == "batch · seq"
     assert namer.describe((32, 64)) == "tokens · hidden"                       # batch × seq rows
     assert DimNamer.from_config(None, batch=3, seq=5).describe((5, 3)) == ""
     assert DimNamer.from_config(None, batch=3, seq=5).describe((3,)) == ""

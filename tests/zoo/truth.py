@@ -17,7 +17,11 @@ ROW = re.compile(r"^(\S+)\s+(\([0-9, ]*\))\s+\S+\s+.*?\s(\S+)$")
 SYNONYMS = {
     "seq": {"seq", "q_seq", "k_seq", "kv_seq", "tgt_seq", "src_seq"},
     "hidden": {"hidden"},
-    "intermediate": {"intermediate", "ffn"},
+    "intermediate": {"intermediate", "ffn", "ssm_inner"},
+    "latent": {"kv_lora_rank"},                          # DeepSeek's MLA cache: keys hold the latent,
+    "rope_key": {"qk_rope_head_dim", "head_dim"},        # values the rotary key (its config's head_dim)
+    "conv_kernel": {"conv_kernel", "d_conv"},
+    "ssm_state": {"ssm_state", "state_size", "d_state"},
 }
 
 
@@ -66,4 +70,4 @@ def too_wide(text: str) -> list[str]:
     """Lines wider than the session's width; pdb's location (`[N] > file(line)`) and source (`-> ...`)
     lines are the file's and the user's text, left out."""
     return [line for line in text.splitlines()
-            if len(line) > WIDTH and not re.match(r"^(\[\d+\] )?> |^-> ", line)]
+            if len(line) > WIDTH and not re.match(r"^(\[ *\d+\] )?> |^-> ", line)]
