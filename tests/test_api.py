@@ -306,6 +306,7 @@ def test_ipython_displays_the_show_result_as_html():
     from IPython.core.interactiveshell import InteractiveShell
     from IPython.utils.capture import capture_output
 
+    main = sys.modules["__main__"]  # the shell installs its own __main__: put pytest's back after
     shell = InteractiveShell.instance()
     try:
         with capture_output() as cell:
@@ -319,3 +320,4 @@ def test_ipython_displays_the_show_result_as_html():
         assert bundle["text/html"].count('class="cell masked"') == 6 and "llmpdb.show heatmap" in bundle["text/plain"]
     finally:
         InteractiveShell.clear_instance()
+        sys.modules["__main__"] = main
