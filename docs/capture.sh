@@ -15,7 +15,12 @@
 # site-packages prefix becomes `.../site-packages/`, the standard library's `.../lib/pythonX.Y/`, and the
 # repository prefix is removed; the headless policy's timestamps read 2026-12-03T12:00:00Z. Everything else
 # is the debugger's output, unedited. The docs quote runs of
-# consecutive lines of these transcripts; `--check` verifies that every quoted run still appears as is.
+# consecutive lines of these transcripts; `--check` verifies that every quoted run still appears as is,
+# but for line numbers inside installed files (transformers, torch, the standard library; every file but
+# the examples'): `modeling_llama.py:459`, `modeling_llama.py(241)` and `loss_utils.py:35` compare as
+# `modeling_llama.py:N`... (and the table padding after them as two spaces), so a transformers release that
+# only moves lines does not drift the docs. No typed command depends on such a line number: breakpoints
+# inside transformers are set by function.
 #
 # Environment: PYTHON (default: python) runs the examples.
 set -euo pipefail
@@ -104,7 +109,8 @@ capture_infer_tour() {
         shapes
         "bm layers.0.self_attn --once"
         c                                        # -> LlamaAttention.forward, layer 0, prefill
-        "until 248"                              # past the q/k/v projections (transformers 5.24 line numbers)
+        "tbreak transformers/integrations/sdpa_attention.sdpa_attention_forward"  # by function, not line
+        c                                        # -> the attention kernel: q/k/v after the projections
         shapes
         c                                        # -> stop 3, after the call
         "shapes outputs"
@@ -126,11 +132,12 @@ capture_train_tour() {
     mkdir "$out_dir/out"
     CMDS=(
         "bm LlamaAttention --once"               # a class name can be armed before the model exists
-        "b transformers/loss/loss_utils.py:69"   # inside ForCausalLMLoss, after the label shift
+        "b transformers/loss/loss_utils.fixed_cross_entropy"  # by function: called by ForCausalLMLoss
         b                                        # pdb's breakpoints, then the module breakpoints
         c                                        # -> layer 0 attention, step 0
         stack-model
-        c                                        # -> ForCausalLMLoss
+        c                                        # -> fixed_cross_entropy
+        up                                       # -> ForCausalLMLoss, after the label shift
         shapes
         "cl 1"
         c                                        # -> stop 1, before loss.backward()
@@ -253,6 +260,19 @@ import sys
 
 folder, docs = sys.argv[1], sys.argv[2:]
 tag = re.compile(r"<!-- capture: ([\w-]+) -->\s*\n```[^\n]*\n(.*?)\n```", re.S)
+# Every file named with a line number (`name.py:N`, `name.py(N)`, a path or the stack-model table's bare
+# basename) is an installed one (transformers, torch, the standard library) unless it is an example's.
+numbered = re.compile(r"([\w.-]+\.py)[(:]\d")
+examples = set(os.listdir(os.path.join(os.path.dirname(docs[0]), "examples")))
+
+
+def normalise(line, names):
+    """Line numbers inside installed files become N; table padding after them (2+ blanks) two blanks."""
+    if not names:
+        return line
+    pattern = r"\b(" + "|".join(map(re.escape, sorted(names))) + r")(\(|:)\d+(\)?)( {2,})?"
+    return re.sub(pattern, lambda m: f"{m.group(1)}{m.group(2)}N{m.group(3)}" + ("  " if m.group(4) else ""),
+                  line).rstrip()
 problems = blocks = 0
 for doc in docs:
     with open(doc, encoding="utf-8") as handle:
@@ -267,8 +287,10 @@ for doc in docs:
             problems += 1
             continue
         with open(path, encoding="utf-8") as handle:
-            lines = [line.rstrip() for line in handle.read().split("\n")]
-        wanted = [line.rstrip() for line in block.split("\n")]
+            text = handle.read()
+        names = set(numbered.findall(text)) - examples
+        lines = [normalise(line.rstrip(), names) for line in text.split("\n")]
+        wanted = [normalise(line.rstrip(), names) for line in block.split("\n")]
         starts = [i for i, line in enumerate(lines) if line == wanted[0]]
         if not any(lines[i:i + len(wanted)] == wanted for i in starts):
             # Report the first line that breaks the best partial match.

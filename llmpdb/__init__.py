@@ -17,7 +17,7 @@ from .hooks import breakpointhook, install, pm, post_mortem, set_trace, uninstal
 from .version import __version__
 
 __all__ = ["Pdb", "set_trace", "post_mortem", "pm", "breakpointhook", "install", "uninstall", "shapes", "stack_model",
-           "kv", "statediff", "grads", "tokens", "load_ipython_extension", "unload_ipython_extension", "__version__"]
+           "kv", "statediff", "grads", "tokens", "trace", "mem", "show", "load_ipython_extension", "unload_ipython_extension", "__version__"]
 
 # Public names imported on first use, so ``import llmpdb`` stays cheap until a stop. The API functions
 # (llmpdb/api.py) print like the command of the same name and return the record.
@@ -29,6 +29,9 @@ _LAZY = {
     "statediff": ("llmpdb.api", "statediff"),      # llmpdb.statediff(model, "ckpt/") -> StateDiff
     "grads": ("llmpdb.api", "grads"),              # llmpdb.grads(model) -> GradReport
     "tokens": ("llmpdb.api", "tokens"),            # llmpdb.tokens(inputs, tokenizer) -> TokenReport
+    "trace": ("llmpdb.api", "trace"),              # llmpdb.trace(model, inputs) -> TraceReport
+    "mem": ("llmpdb.api", "mem"),                  # llmpdb.mem() -> MemoryReport
+    "show": ("llmpdb.api", "show"),                # llmpdb.show(x) -> Picture (SVG in a notebook)
     "load_ipython_extension": ("llmpdb.hosts.ipython", "load_ipython_extension"),      # %load_ext llmpdb
     "unload_ipython_extension": ("llmpdb.hosts.ipython", "unload_ipython_extension"),  # %unload_ext llmpdb
 }

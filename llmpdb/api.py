@@ -9,6 +9,11 @@ Usage::
     llmpdb.kv()                       # the KV cache in the caller's locals; returns the CacheReport
     llmpdb.kv(outputs.past_key_values)
     llmpdb.statediff(model, "ckpt/")  # model vs checkpoint (metadata only); returns the StateDiff
+    llmpdb.grads(model)               # gradient norms by layer after backward(); returns the GradReport
+    llmpdb.tokens(inputs, tokenizer)  # input_ids decoded, padding; returns the TokenReport
+    llmpdb.trace(model, inputs)       # runs model(**inputs) under forward hooks; returns the TraceReport
+    llmpdb.mem()                      # where the memory in the caller's frame goes; returns the MemoryReport
+    llmpdb.show(attn[0, 2])           # a heatmap: SVG in a notebook, text on a terminal; returns the Picture
 
 Each function prints what the command of the same name prints at the prompt (same tables, same width
 rules: ``COLUMNS`` or the terminal, else 100; colour only on a colour terminal) to ``sys.stdout``, and
@@ -22,6 +27,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from .commands.navigation import render_stop_header, user_root
@@ -32,7 +38,7 @@ from .inspect.frames import frame_locals
 from .inspect.kv import SEARCHED, CacheReport, find_cache, inspect_cache, unwrap_cache
 from .inspect.modules import frame_stack, model_stack
 from .inspect.root_names import ambiguous_root_names, models_in_sight, tree_root_names
-from .inspect.safe import type_name
+from .inspect.safe import no_torch_function, type_name
 from .inspect.statediff import StateDiff
 from .inspect.statediff import statediff as _statediff
 from .inspect.tensors import TensorWalk, frame_tensors, walk_tensors
@@ -43,7 +49,7 @@ from .render.config_file import config, style_for
 from .render.style import Style
 from .render.tensors import render_tensors
 
-__all__ = ["shapes", "stack_model", "kv", "statediff", "grads", "tokens"]
+__all__ = ["shapes", "stack_model", "kv", "statediff", "grads", "tokens", "trace", "mem", "show"]
 
 
 def _width() -> int:
@@ -216,3 +222,126 @@ def tokens(inputs: Any = None, tokenizer: Any = None, *, row: int | None = None,
         _show(render_tokens(report, width=_width(), style=_style()))
     return report
 
+
+
+def trace(model: Any, inputs: Any = None, *, pattern: str | None = None, depth: int | None = None,
+          fold: bool = True, show: bool = True):
+    """Usage: ``llmpdb.trace(model, inputs)``: runs ``model(**inputs)`` (a dict or BatchEncoding; a tuple:
+    ``model(*inputs)``; a tensor: ``model(inputs)``; None: ``model()``) under forward hooks and prints the
+    ``trace`` table: each module call's path, class, input and output shapes, dtype. ``pattern`` (a name,
+    glob or class, as ``break-module`` takes) and ``depth`` select modules; ``fold=False`` lists every layer.
+    Returns the ``TraceReport``; the hooks are removed however the call ends (what it raises propagates)."""
+    from .forward.trace import ForwardTrace, traced_modules
+    from .inspect.kinds import is_module
+    from .inspect.module_match import match_modules
+    from .inspect.modules import model_names
+    from .inspect.trace_records import TraceReport, collapse_calls
+    from .render.trace import render_trace
+
+    if not is_module(model):
+        raise TypeError(f"llmpdb.trace: a torch module is needed, not a {type(model).__name__}")
+    only = None
+    if pattern is not None:
+        matches = match_modules(pattern, [model])
+        if not matches:
+            raise ValueError(f"llmpdb.trace: no module matches {pattern!r}")
+        only = {id(m.module) for m in matches}
+
+    def names_of(root):
+        return {key: (value[0] if value else "") for key, value in model_names(root).names.items()}
+
+    recorder = ForwardTrace(traced_modules([(model, "")], names_of, depth=depth, only=only), [model])
+    kind = type(inputs)
+    with recorder.recording():
+        if inputs is None:
+            output = model()
+        elif issubclass(kind, Mapping):  # by type: a BatchEncoding is a Mapping, never asked what it is
+            output = model(**inputs)
+        elif issubclass(kind, (tuple, list)):
+            output = model(*inputs)
+        else:
+            output = model(inputs)
+    rows = collapse_calls(recorder.calls, fold=fold)
+    if show:
+        _show(render_trace(rows, width=_width(), calls=len(recorder.calls), dropped=recorder.dropped,
+                           folded=fold, style=_style()))
+    return TraceReport(tuple(recorder.calls), tuple(rows), recorder.dropped, output)
+
+
+def mem(*, top: int = 10, show: bool = True):
+    """Usage: ``llmpdb.mem()`` (or ``mem(top=3)``): what ``mem`` prints for the caller's frame: CUDA
+    counters (only when this process already initialised CUDA), the largest tensors in its locals (a shared
+    storage counted once), and what the models in sight, their gradients, the KV cache in reach and the
+    optimizers hold. Metadata only; returns the ``MemoryReport``."""
+    from .inspect.memory import (MemoryReport, cache_holdings, cuda_memory, find_optimizers, largest_tensors,
+                                 model_holdings, optimizer_holdings)
+    from .render.memory import render_memory
+
+    if type(top) is not int or top < 1:
+        raise ValueError(f"llmpdb.mem: top must be a whole number ≥ 1, not {top!r}")
+    caller = sys._getframe(1)
+    try:
+        local_vars = frame_locals(caller)
+        rows, storages, total, notes = largest_tensors(local_vars, top=top)
+        stack = frame_stack(caller)
+        holdings = model_holdings(models_in_sight(stack, len(stack) - 1))
+        found = find_cache(local_vars)
+        holdings += cache_holdings([found] if found is not None else [])
+        holdings += optimizer_holdings(find_optimizers(local_vars))
+        report = MemoryReport(cuda_memory(), tuple(rows), tuple(holdings), storages, total, tuple(notes))
+        if show:
+            _show(render_memory(report, width=_width(), style=_style()))
+        return report
+    finally:
+        del caller
+
+
+def _rich_display() -> bool:
+    """True in a front end that shows HTML (a Jupyter kernel): IPython's formatter has text/html active."""
+    ipython = sys.modules.get("IPython")
+    get = getattr(ipython, "get_ipython", None) if ipython is not None else None
+    shell = get() if callable(get) else None
+    formatter = getattr(shell, "display_formatter", None)
+    return "text/html" in (getattr(formatter, "active_types", None) or ())
+
+
+def show(x: Any, *, hist: bool = False, bins: int = 10, name: str | None = None, echo: bool | None = None):
+    """Usage: ``llmpdb.show(attn_weights[0, 2])`` (``hist=True``: a histogram of any tensor).
+
+    Draws the values as ``show`` does and returns a ``Picture``: in Jupyter the cell's value displays as an
+    SVG heatmap (a colour scale with its legend; masked, NaN and +inf cells marked and counted; a tooltip
+    per cell), and ``str(picture)`` is the text. On a terminal (``echo=None``: no HTML front end) it prints
+    the text rendering, as the command does; ``echo=True``/``False`` forces it. Reads the values, on the
+    tensor's device, under ``torch.no_grad``; refuses what cannot be drawn (``ValueError``, one line)."""
+    from .commands.show import MAX_ROWS
+    from .inspect.heatmap import check_drawable, heat_grid, value_histogram
+    from .render.heatmap import render_heatmap, render_histogram
+    from .render.picture import Picture
+
+    caller = sys._getframe(1)
+    try:
+        name = name or _name_in(frame_locals(caller), x, "x")
+    finally:
+        del caller
+    if type(bins) is not int or bins < 1:
+        raise ValueError(f"llmpdb.show: bins must be a whole number ≥ 1, not {bins!r}")
+    check_drawable(x, name, dims=tuple(range(1, 64)))  # a dense real torch.Tensor (by type) with values
+    with no_torch_function():
+        dims = tuple(int(s) for s in x.shape)
+    if len(dims) == 1:
+        hist = True
+    elif not hist:
+        check_drawable(x, name)  # more than 2-d: the one-line "show a 2-d slice" refusal
+    width, style = _width(), _style()
+    if hist:
+        record = value_histogram(x, bins=bins)
+        text = render_histogram(record, name, width=width, style=style)
+        picture = Picture(record, name, text)
+    else:
+        labels = len(str(dims[0] - 1)) * 2 + 1
+        text_grid = heat_grid(x, rows=MAX_ROWS, cols=max(8, width - labels - 2))
+        text = render_heatmap(text_grid, name, width=width, style=style)
+        picture = Picture(heat_grid(x, rows=64, cols=64), name, text)
+    if echo if echo is not None else not _rich_display():
+        _show(text)
+    return picture

@@ -93,7 +93,7 @@ COMMAND_FIRST_USE = "the command's inspect/render/forward modules load when it f
 TORCH_ONLY_IF_USED = "torch is imported only when the program already imported it or the feature needs it"
 IMPORTS_INSIDE_FUNCTIONS = {
     "llmpdb/__init__.py": "the public API and Pdb load on first access (`import llmpdb` stays cheap)",
-    "llmpdb/api.py": "grads/tokens load their inspect/render modules when first called (as the commands do)",
+    "llmpdb/api.py": "grads/tokens/trace/mem/show load their inspect/render/forward modules when first called (as the commands do)",
     "llmpdb/cli/parser.py": "--version and --listen's checks load the base and remote/ only when given",
     "llmpdb/ranks/timeouts.py": TORCH_ONLY_IF_USED,
     "llmpdb/base.py": "pdb++ or the standard pdb, whichever the base choice picks",

@@ -59,7 +59,7 @@ _PLUMBING = (
     (f"accelerate{_SEP}hooks.py", None),
     (f"transformers{_SEP}integrations{_SEP}accelerate.py", ("wrapped",)),  # force_accelerate_hooks (5.25 Mamba)
     (f"{_SEP}kernels{_SEP}layer", None),          # the `kernels` package's wrapper of a hub kernel's forward
-    (f"{_SEP}kernels{_SEP}_internals{_SEP}layer{_SEP}", None),  # (its newer layout: use_kernelized_func)
+    (f"{_SEP}kernels{_SEP}_internals{_SEP}layer{_SEP}", None),  # the same from kernels 0.19 (transformers 5.25)
     (f"{_SEP}debugpy{_SEP}", None),               # VS Code's debugger, its vendored pydevd included
     (f"{_SEP}_pydevd_bundle{_SEP}", None),        # PyCharm's pydevd
     (f"{_SEP}_pydev_bundle{_SEP}", None),

@@ -114,7 +114,9 @@ def _flat(rows: list[list[float]]) -> list[float]:
 
 
 def _edges(n: int, parts: int) -> tuple[int, ...]:
-    return tuple((i * n) // parts for i in range(parts + 1))
+    """Where each cell's rows start: index j goes to cell (j * parts) // n, so cell i starts at
+    ceil(i * n / parts) (a floor would label a row with the cell before the one that averages it)."""
+    return tuple(-((-i * n) // parts) for i in range(parts + 1))
 
 
 def heat_grid(t: Any, *, rows: int, cols: int) -> HeatGrid:

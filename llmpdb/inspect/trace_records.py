@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from typing import Any
 
-__all__ = ["TraceCall", "TraceRow", "collapse_calls", "dtype_text"]
+__all__ = ["TraceCall", "TraceRow", "TraceReport", "collapse_calls", "dtype_text"]
 
 _INDEXED = re.compile(r"^(.*?)(\d+)((?:\.[^.\d][^.]*)*)$")  # the last numeric part: prefix, N, suffix
 
@@ -50,6 +51,18 @@ class TraceRow:
     out_dtype: str | None
     note: str = ""
     count: int = 1
+
+
+@dataclass(frozen=True)
+class TraceReport:
+    """What ``llmpdb.trace`` returns: every module call (``calls``, in the order they started), the rows
+    the table shows (``rows``: identical layers folded unless asked not to), calls dropped past the limit,
+    and what the traced call returned (``output``)."""
+
+    calls: tuple[TraceCall, ...]
+    rows: tuple[TraceRow, ...]
+    dropped: int = 0
+    output: Any = None
 
 
 def dtype_text(in_dtype: str | None, out_dtype: str | None) -> str:

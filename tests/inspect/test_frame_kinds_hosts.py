@@ -30,9 +30,17 @@ def _frame_in(filename: str, func: str = "run"):
     ("pydevd.py",),
     ("kernels", "layer.py"),
     ("kernels", "layer", "layer.py"),
+    ("kernels", "_internals", "layer", "layer.py"),  # kernels 0.19: transformers 5.25's use_kernelized_func
 ])
 def test_ide_debugger_and_kernels_frames_are_plumbing(parts):
     assert is_plumbing(_frame_in(os.path.join(SITE, *parts)))
+
+
+def test_the_installed_kernels_wrapper_is_plumbing():
+    """The file whose ``new_forward`` transformers 5.25 puts around an attention forward (kernels 0.19's
+    ``use_kernelized_func``), wherever this environment installed it."""
+    layer = pytest.importorskip("kernels._internals.layer.layer", reason="kernels 0.19+ is not installed")
+    assert is_plumbing(_frame_in(layer.__file__, "new_forward"))
 
 
 @pytest.mark.parametrize("path", [
