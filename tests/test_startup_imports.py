@@ -137,6 +137,7 @@ IMPORTS_INSIDE_FUNCTIONS = {
     "llmpdb/inspect/checkpoint.py": TORCH_ONLY_IF_USED,
     "llmpdb/inspect/checkpoint_guard.py": "pickle inspection and torch, only for a pickle checkpoint",
     "llmpdb/inspect/fingerprint.py": TORCH_ONLY_IF_USED,
+    "llmpdb/inspect/fingerprint_batch.py": TORCH_ONLY_IF_USED,
     "llmpdb/inspect/snapshot.py": TORCH_ONLY_IF_USED,
     "llmpdb/inspect/stats.py": TORCH_ONLY_IF_USED,
     "llmpdb/ranks/jobs.py": "torch.distributed, only for `ranks --job`",
