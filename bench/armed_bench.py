@@ -17,7 +17,9 @@ Rows, on the Python that runs this script:
 - ``bm … if COND`` false and ``bm`` pending over ``generate()``: ``bench/module_breakpoints_bench.py``;
 - ``return`` out of a forward and ``next`` over ``generate()``: ``bench/run_to_breakpoint.py`` (its
   ratios to plain Python under stdlib pdb, pdb++ and llmpdb);
-- first prompt in a terminal-less run (``-c q examples/infer.py``): ``bench/startup_bench.py --only prompt``.
+- first prompt without a terminal (``-c q examples/infer.py``): ``bench/startup_bench.py --only prompt``;
+- first prompt in a terminal (``python -m llmpdb examples/infer.py`` in a pty, through pexpect, until the
+  prompt is drawn; prompt_toolkit's for llmpdb): wall time against stdlib pdb and pdb++, interleaved.
 
 The last three run as subprocesses of this one (their own interleaving; their raw tables are printed
 too), one after the other: nothing else of this script runs meanwhile. The summary gives each row's
@@ -40,7 +42,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HERE = os.path.dirname(os.path.abspath(__file__))
 GOALS = {"nan-break": "≤ 1.05×", "nan-break --grad": "≤ 1.10×", "bm if COND (false), generate()": "≤ 1.05×",
          "bm pending": "≤ 1.02×", "return out of a forward": "≤ 1.05×", "next over generate()": "≤ 1.05×",
-         "statediff snap, 64 layers": "≤ 30 ms", "first prompt": "≤ pdb++"}
+         "statediff snap, 64 layers": "≤ 30 ms", "first prompt": "≤ pdb++", "first prompt, terminal": "≤ pdb++"}
 
 
 def _spread(values: list[float], base: float) -> str:
@@ -183,6 +185,47 @@ def prompt_rows(rounds: int) -> list[tuple[str, str, str, str, str, str]]:
              "wall, a whole process")]
 
 
+def _to_prompt(command: list[str], env: dict, prompt: bytes) -> float:
+    """Wall seconds from spawning ``command`` in a pty until ``prompt`` is drawn; then ``q``, and it is reaped."""
+    import pexpect
+
+    start = time.perf_counter()
+    child = pexpect.spawn(command[0], command[1:], env=env, cwd=ROOT, timeout=60, dimensions=(40, 200))
+    try:
+        child.expect_exact(prompt)
+        elapsed = time.perf_counter() - start
+        child.sendline("q")
+        child.expect(pexpect.EOF)
+    finally:
+        if child.isalive():
+            child.kill(9)
+        child.close()
+    return elapsed
+
+
+def terminal_prompt_rows(rounds: int) -> list[tuple[str, str, str, str, str, str]]:
+    """The first prompt in a terminal (prompt_toolkit's for llmpdb), against stdlib pdb and pdb++."""
+    import importlib.util
+
+    if importlib.util.find_spec("pexpect") is None:
+        return [("first prompt, terminal", "?", "?", "?", "—", "pexpect missing")]
+    sys.path.insert(0, HERE)
+    from startup_bench import EXAMPLE, debuggers
+
+    tools = [(name, command + [EXAMPLE], dict(env, TERM="xterm"), b"(llmpdb) " if name == "llmpdb" else b"(Pdb")
+             for name, command, env in debuggers()]
+    for _, command, env, prompt in tools:
+        _to_prompt(command, env, prompt)  # warm-up: byte-code caches
+    times = {name: [] for name, *_ in tools}
+    for _ in range(rounds):
+        for name, command, env, prompt in tools:
+            times[name].append(_to_prompt(command, env, prompt))
+    ms = {name: f"{statistics.median(values) * 1000:.0f} ms" for name, values in times.items()}
+    spread = _spread(times["llmpdb"], 1e-3)
+    return [("first prompt, terminal", f"{ms['llmpdb']} {spread} ms", ms["stdlib pdb"], ms.get("pdb++", "—"), "—",
+             "wall, in a pty (pexpect)")]
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
@@ -205,6 +248,7 @@ def main(argv=None) -> None:
         rows += step_rows(rounds, 2 if args.quick else 10)
     if "prompt" in only:
         rows += prompt_rows(rounds)
+        rows += terminal_prompt_rows(rounds)
     print(f"\nPython {sys.version.split()[0]}; ratios to plain of the same run (first prompt: wall time)")
     print("| armed | llmpdb | stdlib pdb | pdb++ | detect_anomaly | goal | note |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
