@@ -140,6 +140,7 @@ IMPORTS_INSIDE_FUNCTIONS = {
     "llmpdb/inspect/pickle_globals.py": "pickletools and torch.serialization, only for a pickle checkpoint",
     "llmpdb/inspect/safetensors_header.py": "the safetensors package, only when a checkpoint header is read",
     "llmpdb/inspect/fingerprint.py": TORCH_ONLY_IF_USED,
+    "llmpdb/inspect/fingerprint_batch.py": TORCH_ONLY_IF_USED,
     "llmpdb/inspect/snapshot.py": TORCH_ONLY_IF_USED,
     "llmpdb/inspect/stats.py": TORCH_ONLY_IF_USED,
     "llmpdb/ranks/mixin.py": "the job registry, only in a distributed job",

@@ -10,8 +10,8 @@ Usage::
 How it checks: one reduction per floating-point output tensor of every module call, ``t.sum()``, whose
 result is finite exactly when every value is (``bad_values``; a non-finite sum is confirmed with
 ``isfinite(t).all()``). This reads values: the user asked for it by arming it. The hook is global
-(``register_module_forward_hook``), so modules created later are checked too; it is skipped inside a
-graph dynamo is compiling. With ``grad`` armed, the same forward hook registers a hook on each output
+(``register_module_forward_hook``, built in ``nan_check``), so modules created later are checked too;
+it folds away inside a graph dynamo is compiling. With ``grad`` armed, the same forward hook registers a hook on each output
 tensor that requires grad, and that hook checks the gradient with respect to the output when backward
 reaches it (a tensor hook, not ``register_full_backward_hook``: that one wraps every module's inputs and
 outputs in ``BackwardHookFunction``, warns for every module returning a ``ModelOutput`` and breaks in-place
@@ -35,9 +35,10 @@ from ..inspect.frames import frame_self
 from ..inspect.kinds import is_module
 from ..inspect.modules import model_names
 from ..inspect.safe import safe_getattr
-from ..inspect.shape_summary import named_tensor_leaves, tensor_summary
+from ..inspect.shape_summary import tensor_summary
 from ..session import SESSION
-from .arming import AfterImport, after_import_pending, dynamo_disable, remove_after_imports
+from .arming import AfterImport, after_import_pending, remove_after_imports
+from .nan_check import output_check
 
 __all__ = ["NanBreak", "nan_breaks", "bad_values"]
 
@@ -79,13 +80,6 @@ _TORCH_MODULE = "torch.nn.modules.module"
 _OWNER = "nan-break"  # its AfterImport finder, armed before `import torch`
 
 
-def _is_compiling() -> bool:
-    """torch.compiler.is_compiling, looked up at each call (torch.compiler loads after torch's module class)."""
-    compiler = sys.modules.get("torch.compiler")
-    check = getattr(compiler, "is_compiling", None) if compiler is not None else None
-    return bool(check()) if callable(check) else False
-
-
 def _outermost_module(frame, limit: int = 400):
     """The ``self`` of the outermost module forward on the stack (the model being called), or None."""
     found = None
@@ -107,7 +101,6 @@ class NanBreak:
         self._handle = None
         self._roots: list[weakref.ref] = []
         self.checked = 0
-        self._is_compiling = lambda: False
         self.messages: list[str] = []
 
     @property
@@ -137,8 +130,8 @@ class NanBreak:
     def _install(self) -> None:
         if self._handle is None and (self.outputs or self.grads) and _TORCH_MODULE in sys.modules:
             api = sys.modules[_TORCH_MODULE]
-            self._is_compiling = _is_compiling
-            self._handle = api.register_module_forward_hook(dynamo_disable(self._forward_hook))
+            self._handle = api.register_module_forward_hook(output_check(self, bad_values=bad_values,
+                                                                         caller=_caller))
 
     def disarm(self) -> None:
         self.outputs = self.grads = False
@@ -164,40 +157,6 @@ class NanBreak:
             if names:
                 return names[0]
         return f"({type(module).__name__}, not under the model in sight)"
-
-    def _forward_hook(self, module, args, output):
-        if self._is_compiling():
-            return None
-        try:
-            leaves = named_tensor_leaves(output)
-            for path, tensor in leaves:
-                if self.outputs:
-                    self.checked += 1
-                    bad = bad_values(tensor)
-                    if bad is not None:
-                        self._hit(module, path, tensor, bad, "output", _caller(sys._getframe(1)))
-                        return None
-                if self.grads and safe_getattr(tensor, "requires_grad", False):
-                    tensor.register_hook(self._grad_hook(module, path))
-        except Exception as exc:  # a check must never become an error in the user's forward
-            self.messages.append(f"nan-break check failed in {type(module).__name__}: {type(exc).__name__}: {exc}")
-        return None
-
-    def _grad_hook(self, module, path: str):
-        ref = weakref.ref(module)
-
-        def check(grad):
-            if not self.grads or grad is None:
-                return None
-            try:
-                bad = bad_values(grad)
-                if bad is not None and ref() is not None:
-                    self._hit(ref(), f"grad of {path}", grad, bad, "gradient", _caller(sys._getframe(1)))
-            except Exception as exc:
-                self.messages.append(f"nan-break gradient check failed: {type(exc).__name__}: {exc}")
-            return None
-
-        return dynamo_disable(check)
 
     def _hit(self, module, path: str, tensor, bad: str, kind: str, frame) -> None:
         self.disarm()

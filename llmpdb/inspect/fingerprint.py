@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .fingerprint_batch import BATCH, SMALL, batch_stats
 from .stats import no_stats_reason
 
 __all__ = ["SAMPLES", "CHUNK", "fingerprints", "free_bytes"]
@@ -69,28 +70,90 @@ def _stats(t: Any) -> Any:
 def fingerprints(tensors: list[Any]) -> list[tuple[float, float, int, int, tuple[float, ...]] | str]:
     """Usage: ``fingerprints([w, b])`` -> per tensor ``(sum, sumsq, nan, inf, samples)`` or why not.
 
-    Computed on each tensor's device; one transfer (one sync) per device for the whole list.
+    Computed on each tensor's device; one transfer (one sync) per device for the whole list. Tensors of
+    at most ``SMALL`` elements go in batches of one device and dtype (``fingerprint_batch``).
     """
-    import torch
-
     out: list[Any] = [None] * len(tensors)
-    pending: dict[Any, list[tuple[int, Any]]] = {}
+    pending: dict[Any, list[tuple[Any, Any]]] = {}  # device -> (index or batch, stats vector or head)
+    small: dict[tuple[Any, Any], list[tuple[int, Any]]] = {}
     for i, t in enumerate(tensors):
         t = _prepare(t)
         if isinstance(t, str):
             out[i] = t
-            continue
-        try:
-            pending.setdefault(t.device, []).append((i, _stats(t)))
-        except (RuntimeError, TypeError) as exc:
-            out[i] = f"cannot fingerprint: {str(exc).splitlines()[0][:80]}"
+        elif t.numel() <= SMALL:
+            small.setdefault((t.device, t.dtype), []).append((i, t))
+        else:
+            _one(i, t, pending, out)
+    for group in small.values():
+        for start, stop in _batches([t.numel() for _, t in group]):
+            batch = group[start:stop]
+            try:
+                head, samples, ks = batch_stats([t for _, t in batch], _wide(batch[0][1].device), SAMPLES)
+            except (RuntimeError, TypeError):  # fall back to one tensor at a time, each with its reason
+                for i, t in batch:
+                    _one(i, t, pending, out)
+                continue
+            pending.setdefault(head.device, []).append(([i for i, _ in batch], (head.reshape(-1), samples, ks,
+                                                                              [t for _, t in batch])))
+    again: dict[Any, list[tuple[int, Any]]] = {}
+    _read(pending, out, again)
+    if again:  # a NaN or an Inf in a batched tensor (or a float64 square overflowed): counted one by one
+        _read(again, out, {})
+    return out
+
+
+def _read(pending: dict, out: list, again: dict) -> None:
+    """One transfer per device; a batched tensor whose sums are not finite goes to ``again``."""
+    import torch
+
     for items in pending.values():
-        flat = torch.cat([v for _, v in items]).cpu().tolist()
+        flat = torch.cat([v for _, v in _vectors(items)]).cpu().tolist()
         pos = 0
         for i, v in items:
-            vals, pos = flat[pos:pos + v.numel()], pos + v.numel()
-            out[i] = (vals[0], vals[1], int(vals[2]), int(vals[3]), tuple(vals[4:]))
-    return out
+            if isinstance(i, int):
+                vals, pos = flat[pos:pos + v.numel()], pos + v.numel()
+                out[i] = (vals[0], vals[1], int(vals[2]), int(vals[3]), tuple(vals[4:]))
+                continue
+            tensors, ks = v[3], v[2]
+            head, pos = flat[pos:pos + 2 * len(i)], pos + 2 * len(i)
+            for n, (index, k) in enumerate(zip(i, ks)):
+                total, squares = head[2 * n], head[2 * n + 1]
+                if math.isfinite(total) and math.isfinite(squares):
+                    out[index] = (total, squares, 0, 0, tuple(flat[pos:pos + k]))
+                else:
+                    _one(index, tensors[n], again, out)
+                pos += k
+
+
+def _one(i: int, t: Any, pending: dict, out: list) -> None:
+    try:
+        pending.setdefault(t.device, []).append((i, _stats(t)))
+    except (RuntimeError, TypeError) as exc:
+        out[i] = f"cannot fingerprint: {str(exc).splitlines()[0][:80]}"
+
+
+def _vectors(items: list) -> list:
+    """Each pending item's tensors, in the order ``fingerprints`` reads them back."""
+    found = []
+    for i, v in items:
+        if isinstance(i, int):
+            found.append((i, v))
+        else:
+            found.extend([(None, v[0]), (None, v[1])])
+    return found
+
+
+def _batches(sizes: list[int]) -> list[tuple[int, int]]:
+    """``[(start, stop)]`` runs of consecutive tensors holding at most about ``BATCH`` elements each."""
+    runs, start, total = [], 0, 0
+    for n, size in enumerate(sizes):
+        if total and total + size > BATCH:
+            runs.append((start, n))
+            start, total = n, 0
+        total += size
+    if start < len(sizes):
+        runs.append((start, len(sizes)))
+    return runs
 
 
 def _exact_distances(pairs: list[tuple[Any, Any]]) -> list[tuple[float, float, int]]:

@@ -94,3 +94,57 @@ def test_bad_values_counts_and_skips_integers():
     assert bad_values(torch.ones(3)) is None
     assert bad_values(torch.ones(3, dtype=torch.long)) is None
     assert bad_values(torch.empty(2, 2, device="meta")) is None
+
+
+class ReturnsChild(torch.nn.Module):
+    """Returns its child's output as is (``inplace=False``) or after writing a NaN into it in place."""
+
+    def __init__(self, inplace: bool):
+        super().__init__()
+        self.inner, self.inplace = torch.nn.Linear(4, 4), inplace
+
+    def forward(self, x):
+        y = self.inner(x)
+        if self.inplace:
+            y[0, 0] = float("nan")
+        return y
+
+
+def test_nan_break_skips_an_unchanged_child_output_but_checks_one_changed_in_place():
+    from llmpdb.forward.nan_break import NanBreak
+    hits = []
+    engine = NanBreak(lambda frame, header: hits.append((frame.f_locals.get("self"), header)))
+    finite, poisoned = ReturnsChild(False), ReturnsChild(True)
+    engine.arm(roots=[finite])
+    with torch.no_grad():
+        finite(torch.ones(2, 4))
+    assert engine.checked == 1 and not hits  # the parent returned the very tensor its child returned
+    engine.disarm()
+    engine.arm(roots=[poisoned])
+    with torch.no_grad():
+        poisoned(torch.ones(2, 4))
+    assert len(hits) == 1 and hits[0][0] is poisoned  # written after the child's check: a new version
+    assert hits[0][1].startswith("nan-break: (root ReturnsChild) (ReturnsChild) output has 1 NaN, 0 Inf of 8")
+    assert not torch_module._global_forward_hooks
+
+
+def test_nan_break_folds_away_in_a_compiled_graph_without_graph_breaks():
+    import torch._dynamo.utils as dynamo_utils
+    from llmpdb.forward.nan_break import NanBreak
+    torch._dynamo.reset()
+    dynamo_utils.counters.clear()
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8))
+    hits = []
+    engine = NanBreak(lambda frame, header: hits.append(header))
+    engine.arm(roots=[model])
+    try:
+        with pytest.warns(UserWarning):  # torch's note: global hooks fire for the OptimizedModule too
+            torch.compile(model, backend="eager")(torch.ones(2, 8))
+        assert not dynamo_utils.counters["graph_break"] and not engine.messages and not hits
+        poisoned = torch.ones(2, 8)
+        poisoned[1, 1] = float("nan")
+        model(poisoned)  # eager again: checked
+        assert hits and hits[0].startswith("nan-break: 0 (Linear) output has 8 NaN")
+    finally:
+        engine.disarm()
+        torch._dynamo.reset()
