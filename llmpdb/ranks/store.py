@@ -271,5 +271,6 @@ def connect_store(timeout_s: float = 30.0) -> tuple[object, str]:
     if dist is not None and dist.is_available() and dist.is_initialized():
         from torch.distributed import distributed_c10d
 
+        # torch 2.13 has no public accessor for the default group's store (dir(torch.distributed) lists none)
         return dist.PrefixStore("llmpdb/", distributed_c10d._get_default_store()), "the default group's store"
     raise StoreUnavailable("no c10d store: not under torchrun and torch.distributed is not initialised")
