@@ -73,6 +73,7 @@ class SavedStop:
     root_names: dict = field(default_factory=dict)
     kv: dict | None = None
     kv_report: Any = None
+    dims: Any = None           # a DimNamer of the sizes `shapes` named at the stop (heads, kv_heads, ...)
     doc: dict = field(default_factory=dict)
 
     @property
@@ -101,6 +102,22 @@ def _printable(value: Any, depth: int = 0) -> Any:
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _saved_dims(record: Any) -> Any:
+    """The snapshot's ``dims`` record as a DimNamer (names of word characters, sizes plain ints), else None."""
+    from ..inspect.dims import DimNamer
+    if not isinstance(record, dict) or not isinstance(record.get("sizes"), list):
+        return None
+    sizes = tuple((n, v) for n, v in (p for p in record["sizes"][:64] if isinstance(p, list) and len(p) == 2)
+                  if isinstance(n, str) and n.isidentifier() and len(n) <= 40
+                  and type(v) is int and 0 < v < 2 ** 62)
+    if not sizes:
+        return None
+    source = shown(_text(record.get("source")) or "", 200)
+    kv_name = record.get("kv_name") if record.get("kv_name") in ("", "kv_heads", "heads") else ""
+    return DimNamer(sizes, f"{source} (saved at the stop)" if source else "the sizes saved at the stop", None,
+                    frozenset(), kv_name)
 
 
 def load_saved(path: str, approve=None) -> SavedStop:
@@ -134,6 +151,7 @@ def load_saved(path: str, approve=None) -> SavedStop:
         if isinstance(kv, dict):
             saved.kv = kv
             saved.kv_report = records_from_json(kv.get("report"))
+        saved.dims = _saved_dims(doc.get("dims"))
     except (ValueError, TypeError, OverflowError, RecursionError) as exc:
         raise CheckpointError(f"{name}: refused: its llmpdb record is damaged ({shown(exc, 120)})") from None
     return saved
@@ -149,6 +167,10 @@ def _opened_class():
 
         def _headless_policy(self):  # a prompt on a file: no listener, no attach wait
             return None
+
+        def shapes_namer(self, locals_, frame):
+            """The dimension names saved at the stop (the live frame's config is not here)."""
+            return self.saved.dims if self.saved.dims is not None else super().shapes_namer(locals_, frame)
 
         def _saved_note(self) -> str:
             loc = self.saved.location

@@ -182,6 +182,18 @@ def _first_dtype(model):
     return None
 
 
+def _padding_note(attends, rows) -> str:
+    """A padded batch: where the comparison looked, and whether differences were confined to padding."""
+    masked, total = int((~attends).sum()), attends.numel()
+    text = (f"attention_mask masks {masked} of {total} (batch, seq) positions: tensors shaped (batch, seq, …) "
+            "are compared where it attends")
+    outside = sum(1 for c in rows if any(d.masked_beyond for d in c.outputs))
+    if outside:
+        text += (f"; {plural(outside, 'module call')} differ at masked positions only (a kernel's output there is "
+                 "no result)")
+    return text
+
+
 class DivergeCommands(DivergeBreak):
     """Command mixin: ``diverge``."""
 
@@ -370,6 +382,8 @@ class DivergeCommands(DivergeBreak):
         report.calls_first, report.calls_second = first.calls, second.calls
         report.recorded, report.used, report.over_budget_at = first.recorded, first.used, first.over_budget_at
         report.notes = [f"a hook failed {p}" for p in (first.problems + second.problems)[:3]]
+        if first.attends is not None:
+            report.notes.append(_padding_note(first.attends, second.rows))
         if restored:
             shown = ", ".join(restored[:3]) + (", ..." if len(restored) > 3 else "")
             report.notes.append(f"the runs changed {plural(len(restored), 'buffer')} in place ({shown}): values put back")

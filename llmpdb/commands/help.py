@@ -125,4 +125,5 @@ class HelpCommands:
         if shown or not config().banner or not self.reads_a_terminal():
             return
         shown["said"] = True
-        self.message(BANNER)
+        from ..render.table import wrap_lines
+        self.message(wrap_lines(BANNER, self.out_width()))

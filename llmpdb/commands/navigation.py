@@ -329,7 +329,7 @@ class NavigationCommands:
         self.message(wrap_lines(f"module breakpoint {bp.number}: {pattern}{extra} -> {shown}", self.out_width()))
         warning = compiled_warning(pattern, roots, bp.aliases) if modules else None
         if warning:
-            self.message(self.out_style().warn(f"  {warning}"))
+            self.message(self.out_style().warn(wrap_lines(f"  {warning}", self.out_width())))
 
     do_bm = do_break_module
 

@@ -42,20 +42,26 @@ def parse_shapes_args(arg: str, stats_default: bool = False) -> tuple[str, bool]
     return args.rest, stats
 
 
-def render_frame_shapes(locals_: dict, frame, *, width: int, style: Style, stats: bool = False) -> str:
+def render_frame_shapes(locals_: dict, frame, *, width: int, style: Style, stats: bool = False,
+                        namer_of=None) -> str:
     """Usage: ``render_frame_shapes(frame_locals(frame), frame, width=100, style=Style())``; the table
-    ``shapes`` prints for a frame's locals."""
+    ``shapes`` prints for a frame's locals. ``namer_of(locals_, frame)``: the DimNamer (default: the frame's)."""
     from ..inspect.dims import DimNamer
     from ..inspect.tensors import frame_tensors
     from ..render.tensors import render_tensors
     walk = frame_tensors(locals_, stats=stats)
-    namer = DimNamer.from_frame(locals_, frame=frame) if walk else None
+    namer = (namer_of or DimNamer.from_frame)(locals_, frame=frame) if walk else None
     return render_tensors(walk, width=width, style=style, namer=namer, stats=stats,
                           empty="no tensors in this frame's locals")
 
 
 class ShapesCommands:
     """Command mixin: ``shapes``."""
+
+    def shapes_namer(self, locals_: dict, frame):
+        """The dimension names ``shapes`` uses: the frame's (``open`` answers with the ones saved at the stop)."""
+        from ..inspect.dims import DimNamer
+        return DimNamer.from_frame(locals_, frame=frame)
 
     @command
     def do_shapes(self, arg):
@@ -75,7 +81,6 @@ class ShapesCommands:
         Example: shapes outputs --stats"""
         from ..render.config_file import config
         from ..inspect.compiled import compiled_note
-        from ..inspect.dims import DimNamer
         from ..inspect.safe import type_name
         from ..inspect.tensors import walk_tensors
         from ..render.tensors import render_tensors
@@ -88,9 +93,9 @@ class ShapesCommands:
             self.message_once(note, style.warn(note))  # not again when the stop already said it
         if not expr:
             self.message(render_frame_shapes(locals_, self.current_frame(), width=self.out_width(), style=style,
-                                             stats=stats))
+                                             stats=stats, namer_of=self.shapes_namer))
             return
         walk = walk_tensors(value, expr, stats=stats)
-        namer = DimNamer.from_frame(locals_, frame=self.current_frame()) if walk else None
+        namer = self.shapes_namer(locals_, self.current_frame()) if walk else None
         self.message(render_tensors(walk, width=self.out_width(), style=style, namer=namer, stats=stats,
                                     empty=f"no tensors in {expr} ({type_name(value)})"))

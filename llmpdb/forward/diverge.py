@@ -35,7 +35,7 @@ from ..inspect.safe import is_tensor, safe_getattr
 from ..inspect.shape_summary import named_tensor_leaves
 from .arming import dynamo_disable
 
-__all__ = ["RunRecorder", "RunComparer", "RecordedCall", "hooked_modules", "call_tensors"]
+__all__ = ["RunRecorder", "RunComparer", "RecordedCall", "hooked_modules", "call_tensors", "padding_mask"]
 
 
 def hooked_modules(root, names: dict[int, str]) -> list[tuple[object, str]]:
@@ -149,6 +149,7 @@ class RunRecorder(_HookedRun):
         self.over_budget_at: int | None = None
         self.recorded = 0
         self._kept: dict[int, tuple[object, int, object]] = {}
+        self.attends = None  # the expression's padding mask (the first call's attention_mask), see padding_mask
 
     def _keep(self, t):
         hit = self._kept.get(id(t))
@@ -184,6 +185,8 @@ class RunRecorder(_HookedRun):
     def _enter(self, index, module, args, kwargs) -> None:
         record = RecordedCall(self._labels.get(id(module), "?"), type(module).__name__, self._enclosing())
         self.records.append(record)
+        if index == 0:
+            self.attends = padding_mask(kwargs)
         record.inputs = self._keep_all(call_tensors(args, kwargs))
 
     def _leave(self, index, module, output) -> None:
@@ -195,7 +198,17 @@ class RunRecorder(_HookedRun):
         self.recorded += record.outputs is not None
 
 
-def _compare_named(first, second, rtol, atol) -> tuple[TensorDiff, ...]:
+def padding_mask(kwargs):
+    """The call's ``attention_mask`` as a bool ``(batch, seq)`` copy when it is a 2-D integer/bool mask
+    that masks some position (a padded batch), else None."""
+    mask = dict.get(kwargs or {}, "attention_mask")
+    if not is_tensor(mask) or mask.dim() != 2 or mask.is_floating_point() or mask.is_complex():
+        return None
+    attends = mask.detach() != 0
+    return attends.clone() if not bool(attends.all()) else None
+
+
+def _compare_named(first, second, rtol, atol, attends=None) -> tuple[TensorDiff, ...]:
     """Tensors matched by where they sit; one present in a single run is noted, not counted as a difference
     (an eager attention returns its weights where sdpa returns None)."""
     theirs = dict(second)
@@ -205,7 +218,7 @@ def _compare_named(first, second, rtol, atol) -> tuple[TensorDiff, ...]:
         if other is None or not is_tensor(other):
             out.append(TensorDiff(where, None, None, False, note="only in run 1"))
             continue
-        out.append(compare_tensors(where, ref, other, rtol=rtol, atol=atol))
+        out.append(compare_tensors(where, ref, other, rtol=rtol, atol=atol, attends=attends))
     out.extend(TensorDiff(where, None, None, False, note="only in run 2") for where in theirs)
     return tuple(out)
 
@@ -241,7 +254,8 @@ class RunComparer(_HookedRun):
                               f"({type(module).__name__}) in run 2")
             return
         if record.inputs is not None:
-            self._inputs[index] = _compare_named(record.inputs, call_tensors(args, kwargs), self.rtol, self.atol)
+            self._inputs[index] = _compare_named(record.inputs, call_tensors(args, kwargs), self.rtol, self.atol,
+                                                 self.first_run.attends)
             record.inputs = None
 
     def _leave(self, index, module, output) -> None:
@@ -252,7 +266,8 @@ class RunComparer(_HookedRun):
             self._inputs.pop(index, None)
             return
         record = records[index]
-        outputs = _compare_named(record.outputs, named_tensor_leaves(output), self.rtol, self.atol)
+        outputs = _compare_named(record.outputs, named_tensor_leaves(output), self.rtol, self.atol,
+                                 self.first_run.attends)
         record.outputs = None
         row = CallCompare(index, record.path, record.class_name, outputs, self._inputs.pop(index, ()),
                           record.enclosing)

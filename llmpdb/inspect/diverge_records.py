@@ -48,6 +48,7 @@ class TensorDiff:
     rtol: float = 0.0
     atol: float = 0.0
     note: str = ""          # "shape (1, 7) vs (1, 8)", "only in run 1", "3 NaN in run 2 only"
+    masked_beyond: int = 0  # values beyond the tolerance at positions the attention mask masks (not counted)
 
 
 @dataclass(frozen=True)
@@ -125,9 +126,13 @@ def _compute_dtype(torch, a, b):
     return torch.float64
 
 
-def compare_tensors(where: str, a, b, *, rtol: float | None = None, atol: float | None = None) -> TensorDiff:
+def compare_tensors(where: str, a, b, *, rtol: float | None = None, atol: float | None = None,
+                    attends=None) -> TensorDiff:
     """Usage: ``compare_tensors("output[0]", first_run, second_run)``; reads both tensors' values (a few
-    reductions on ``a``'s device). ``rtol``/``atol`` default to ``default_tolerance`` of the two dtypes."""
+    reductions on ``a``'s device). ``rtol``/``atol`` default to ``default_tolerance`` of the two dtypes.
+    ``attends`` (a bool ``(batch, seq)`` tensor, False at padding): a tensor whose leading dims are that
+    shape is compared where it is True; values beyond the tolerance elsewhere are counted apart
+    (``masked_beyond``), since what a kernel leaves at a padded position is no result."""
     torch = sys.modules["torch"]
     d_rtol, d_atol = default_tolerance(a.dtype, b.dtype)
     rtol = d_rtol if rtol is None else rtol
@@ -150,6 +155,11 @@ def compare_tensors(where: str, a, b, *, rtol: float | None = None, atol: float 
     ref = x.abs()
     ref = torch.where(torch.isnan(ref), torch.zeros_like(ref), ref)
     bad = (diff > atol + rtol * ref) | torch.isinf(diff)   # an inf difference is never within tolerance
+    masked_beyond = 0
+    if attends is not None and a.dim() >= 2 and tuple(a.shape[:2]) == tuple(attends.shape):
+        keep = attends.to(x.device).reshape(tuple(attends.shape) + (1,) * (a.dim() - 2)).expand(a.shape)
+        masked_beyond = int((bad & ~keep).sum())
+        bad, diff = bad & keep, torch.where(keep, diff, torch.zeros_like(diff))
     count = int(bad.sum())
     max_abs = float(diff.max())
     rel = torch.where(diff == 0, torch.zeros_like(diff), torch.where(torch.isinf(diff), diff, diff / ref))
@@ -158,5 +168,7 @@ def compare_tensors(where: str, a, b, *, rtol: float | None = None, atol: float 
     only = int((torch.isnan(x) ^ torch.isnan(y)).sum())
     if only:
         note = f"{only} NaN in one run only"
+    if masked_beyond:
+        note = ", ".join(filter(None, [note, f"{masked_beyond} values differ at masked positions only"]))
     return TensorDiff(where, max_abs, max_rel, count > 0, count=count, numel=a.numel(), rtol=rtol, atol=atol,
-                      note=note)
+                      note=note, masked_beyond=masked_beyond)

@@ -294,6 +294,9 @@ def _causes(exc: BaseException):
         exc = cause
 
 
+_ATTRIBUTE_HOOKS = ("__getattr__", "__getattribute__")
+
+
 def explain_traceback(tb, exc: BaseException | None = None) -> Explanation:
     """Usage: ``explain_traceback(exc.__traceback__, exc)``; see the module docstring. When ``exc`` has
     nothing to explain and an exception down its chain (``raise ... from e``, or one raised while handling
@@ -316,6 +319,10 @@ def _explain_one(tb, exc: BaseException | None) -> Explanation:
     frames = traceback_frames(tb)
     if not frames:
         raise ValueError("an empty traceback")
+    inner_frame = frames[-1][0]
+    if isinstance(exc, AttributeError):  # a class's __getattr__ raising is the caller's attribute access failing
+        while len(frames) > 1 and frames[-1][0].f_code.co_name in _ATTRIBUTE_HOOKS:
+            frames = frames[:-1]
     user = [(f, lasti) for f, lasti in frames if not is_internal(f.f_code.co_filename)]
     if not user:  # a catch stop inside torch: the traceback holds that frame only; its callers are live
         caller = frames[0][0].f_back
@@ -325,7 +332,6 @@ def _explain_one(tb, exc: BaseException | None) -> Explanation:
             user = [(caller, caller.f_lasti)]
     frame, lasti = user[-1] if user else frames[-1]
     notes = []
-    inner_frame = frames[-1][0]
     if inner_frame is not frame:
         code = inner_frame.f_code
         notes.append(f"raised inside {os.path.basename(code.co_filename)}:{inner_frame.f_lineno} "

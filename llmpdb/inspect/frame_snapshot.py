@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from .config import locate_config
+from .dims import DimNamer
 from .kv import find_cache, find_enclosing_cache, inspect_cache
 from .modules import model_stack
 from .saved_records import records_to_json
@@ -72,6 +73,19 @@ def _kv_record(locals_: dict, frame: Any, notes: list[str]) -> dict[str, Any] | 
         return None
 
 
+def _dims_record(locals_: dict, frame: Any, notes: list[str]) -> dict[str, Any] | None:
+    """The dimension sizes ``shapes`` names at this stop (config, module, batch/seq), for ``open`` to reuse."""
+    try:
+        namer = DimNamer.from_frame(locals_, frame=frame)
+    except Exception as exc:  # sizes that cannot be read: the snapshot goes on without them
+        notes.append(f"dimension names not saved: {type(exc).__name__}: {exc}")
+        return None
+    if namer is None:
+        return None
+    return {"sizes": [[name, size] for name, size in namer.sizes], "source": namer.source,
+            "kv_name": namer.kv_name}
+
+
 def snapshot_document(frame: Any, stack: list, index: int, locals_: dict, *, root: Any = None,
                       header: str | None = None, root_names: dict | None = None) -> dict[str, Any]:
     """Usage: ``snapshot_document(curframe, debugger.stack, curindex, locals_)``; the JSON document."""
@@ -90,5 +104,6 @@ def snapshot_document(frame: Any, stack: list, index: int, locals_: dict, *, roo
         "current": index,
         "root_names": records_to_json(root_names or {}),
         "kv": _kv_record(locals_, frame, notes),
+        "dims": _dims_record(locals_, frame, notes),
         "notes": notes,
     }

@@ -134,6 +134,26 @@ def test_eager_attention_switches_for_the_second_run_only_and_is_restored():
     assert no_hooks_left(model)
 
 
+def padded_program(model):
+    ids = torch.tensor([[0, 0, 0, 5, 6, 7, 8], [3, 4, 5, 6, 7, 8, 9]])   # row 0 left-padded
+    inputs = {"input_ids": ids, "attention_mask": (ids != 0).long()}
+    breakpoint()
+    return model, inputs
+
+
+def test_a_left_padded_batch_is_compared_where_the_mask_attends_and_padding_differences_are_named():
+    model = tiny_llama()
+    command = "diverge model(**inputs) --vs attn_implementation=eager --all"
+    text = flat(outputs_of(debug_transcript(padded_program, ["c", command, "c"], model))[0])
+    # sdpa and eager leave different values at the padded queries; where the mask attends they agree
+    assert first_divergence(text) is None and "no divergence: 32 module calls compared" in text
+    assert ("note: attention_mask masks 3 of 14 (batch, seq) positions: tensors shaped (batch, seq, …) are compared "
+            "where it attends; ") in text
+    assert re.search(r"; (\d+) module calls differ at masked positions only", text)
+    assert "model.layers.0.self_attn.o_proj output 192 values differ at masked positions only" in text  # 3 · 64
+    assert model.config._attn_implementation == "sdpa" and no_hooks_left(model)
+
+
 def test_an_attention_kernel_that_cannot_be_set_is_one_line_and_the_config_is_unchanged():
     model = tiny_llama()
     chunks, state = run(["diverge model(**inputs) --vs attn_implementation=flash_attention_2",

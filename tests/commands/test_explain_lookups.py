@@ -63,6 +63,18 @@ def test_attribute_error_is_no_tensor_operation():
     assert lines[-1] == "  the failing code is x.no_such_thing (attribute): no shape operation to explain"
 
 
+def config_typo(model):
+    return model.config.n_embdd * 2
+
+
+def test_an_attribute_error_raised_by_a_library_getattribute_explains_the_users_line():
+    lines = explained(config_typo, tiny_gpt2()).splitlines()
+    assert lines[0].startswith("AttributeError: ") and "n_embdd" in lines[0]
+    assert lines[1].startswith("model.config.n_embdd   at test_explain_lookups.py:")  # not configuration_utils.py
+    assert "raised inside configuration_utils.py:" in lines[2] and "(__getattribute__), called from here" in lines[2]
+    assert lines[-1] == "  the failing code is model.config.n_embdd (attribute): no shape operation to explain"
+
+
 def mask_compare(scores, lengths):
     return scores < lengths
 

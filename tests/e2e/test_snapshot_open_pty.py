@@ -54,6 +54,9 @@ def test_open_shows_shapes_stack_and_kv_without_transformers(snapshot_file):
         shapes = {line.split()[0]: line for line in s.run("shapes").splitlines() if line.strip()}
         assert "(1, 3, 64)" in shapes["hidden_states"]
         assert "(1, 2, 3, 16)" in shapes["cache.layers[0].keys"]
+        # the names the live stop gave (its config: GQA), not 'heads' from the sizes alone
+        assert shapes["cache.layers[0].keys"].endswith("batch · kv_heads · seq · head_dim")
+        assert shapes["hidden_states"].endswith("batch · seq · hidden")
         stack = s.run("stack-model")
         assert stack.splitlines()[0].endswith("| model.layers.1.self_attn (LlamaAttention)"), stack
         rows = {line.split()[0]: line.split()[1:3] for line in stack.splitlines() if line.lstrip().startswith(">#")}

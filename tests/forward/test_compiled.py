@@ -46,10 +46,12 @@ def test_break_module_on_a_compiled_model_warns_and_names_no_compile():
         with torch.no_grad():
             results.append(model(torch.tensor([[1, 2, 3]]))[0].shape)
 
-    out = debug_transcript(program, ["c", "bm blocks.0", "c"])
+    out = debug_transcript(program, ["c", "bm blocks.0", "c"], width=80)
     armed = after(out, 1).splitlines()
     assert armed[0] == "module breakpoint 1: blocks.0 -> blocks.0"
-    assert armed[1] == ("  warning: blocks.0 runs under torch.compile (the model is wrapped by torch.compile "
+    assert all(len(line) <= 80 for line in armed), armed  # the warning wraps at spaces
+    assert "  " + " ".join(" ".join(armed[1:]).split()) == ("  warning: blocks.0 runs under torch.compile (the "
+                        "model is wrapped by torch.compile "
                         "(OptimizedModule, _orig_mod)); dynamo does not start its Python forward, so this "
                         f"breakpoint will not stop there; {HINT}")
     # what the warning promises: the compiled model runs through without stopping

@@ -27,9 +27,10 @@ def fits(text: str) -> list[str]:
 @pytest.mark.parametrize("arch, attention, path", FAMILIES)
 def test_a_family_in_a_real_terminal(arch, attention, path):
     with PtySession(["-m", "llmpdb", "tests/zoo/zoo_script.py", arch], width=80) as s:
-        s.wait_prompt()
+        first = s.wait_prompt()
+        assert "`help NAME` explains one" in " ".join(first.split()), first  # the first-stop banner
         s.run("c")
-        answers = [s.run(f"bm {attention} --once"), s.run("c"), s.run("stack-model")]
+        answers = [first, s.run(f"bm {attention} --once"), s.run("c"), s.run("stack-model")]
         stack = answers[-1]
         s.run("c")
         shapes = s.run("shapes")
