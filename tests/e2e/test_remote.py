@@ -299,12 +299,12 @@ def test_attach_over_loopback_tcp_with_the_token(tmp_path, jobs):
 
 
 def test_a_killed_client_leaves_the_program_running_and_a_new_one_reattaches(tmp_path, jobs):
-    jobs.append(job := Job(tmp_path, LLMPDB_HEADLESS="attach", LLMPDB_ATTACH_TIMEOUT="30"))
+    jobs.append(job := Job(tmp_path, LLMPDB_HEADLESS="attach", LLMPDB_ATTACH_TIMEOUT="10"))
     args = job.attach_args()
     with client(args, job.env) as s:
         s.wait_prompt()
         os.kill(s.child.pid, signal.SIGKILL)
-    job.wait_for("connection was lost; waiting 30 s for a re-attach")
+    job.wait_for("connection was lost; waiting 10 s for a re-attach")
     with client(args, job.env) as s:
         s.wait_prompt()
         assert s.run("p total").strip() == "42"
