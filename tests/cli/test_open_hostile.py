@@ -56,10 +56,14 @@ def test_two_hundred_thousand_tensors_open_in_linear_time(tmp_path):
     for count in (5_000, 50_000):
         path = tmp_path / f"many-{count}.safetensors"
         _many(path, count)
-        start = time.perf_counter()
-        namespace, _ = _namespace(load_saved(str(path)))
-        timings[count] = time.perf_counter() - start
-        assert len(namespace) == count
+        runs = []
+        for _ in range(3):  # the best of three: one slow run on a loaded machine read 4 s for 50k (1 s alone)
+            start = time.perf_counter()
+            namespace, _ = _namespace(load_saved(str(path)))
+            runs.append(time.perf_counter() - start)
+            assert len(namespace) == count
+            del namespace
+        timings[count] = min(runs)
     assert timings[50_000] < 25 * max(timings[5_000], 0.05), timings  # quadratic: 100×
     big = tmp_path / "many-200000.safetensors"
     _many(big, 200_000)
