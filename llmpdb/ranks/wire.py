@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 
 __all__ = ["WireStore", "WireError", "MAX_VALUE"]
 
@@ -61,16 +62,32 @@ class WireStore:
             raise WireError(f"the store closed the connection: {exc}") from None
 
     def _recv(self, size: int) -> bytes:
+        """``size`` bytes within the socket's timeout for the whole answer (a server that sends a byte at a
+        time does not reset it); no timeout (``settimeout(None)``, a watcher's wait) waits until ``close``."""
+        timeout = self._sock.gettimeout()
+        deadline = None if timeout is None else time.monotonic() + timeout
         chunks, left = [], size
-        while left:
-            try:
-                chunk = self._sock.recv(min(left, 1 << 20))
-            except OSError as exc:  # socket.timeout included
-                raise WireError(f"the store did not answer: {exc}") from None
-            if not chunk:
-                raise WireError("the store closed the connection")
-            chunks.append(chunk)
-            left -= len(chunk)
+        try:
+            while left:
+                if deadline is not None:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise WireError(f"the store did not answer {size} bytes within {timeout:g} s")
+                    self._sock.settimeout(remaining)
+                try:
+                    chunk = self._sock.recv(min(left, 1 << 20))
+                except OSError as exc:  # socket.timeout included
+                    raise WireError(f"the store did not answer: {exc}") from None
+                if not chunk:
+                    raise WireError("the store closed the connection")
+                chunks.append(chunk)
+                left -= len(chunk)
+        finally:
+            if deadline is not None:
+                try:
+                    self._sock.settimeout(timeout)
+                except OSError:  # closed meanwhile (``close`` from another thread)
+                    pass
         return b"".join(chunks)
 
     def _recv_value(self) -> bytes:

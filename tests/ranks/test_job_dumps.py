@@ -89,6 +89,38 @@ def test_the_wire_client_bounds_what_a_hostile_server_sends(answer, said):
         listener.close()
 
 
+@pytest.mark.timeout(20)
+def test_a_server_that_sends_a_byte_at_a_time_is_cut_off_at_the_timeout_for_the_whole_answer():
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve():
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(4096)
+            try:
+                for byte in struct.pack("<Q", 64) + b"x" * 64:  # each byte well inside a 0.5 s socket timeout
+                    if stop.wait(0.1):
+                        return
+                    conn.sendall(bytes([byte]))
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        wire = WireStore("127.0.0.1", listener.getsockname()[1], timeout=0.5)
+        start = time.monotonic()
+        with pytest.raises(WireError, match="did not answer"):
+            wire.get("rank/0")
+        assert time.monotonic() - start < 2.0  # 72 bytes at 0.1 s each would be 7 s
+        wire.close()
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()
+
+
 def test_the_command_line_side_does_not_import_torch():
     code = "import sys; from llmpdb.ranks import jobs; print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch'))"
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True,
