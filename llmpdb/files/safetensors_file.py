@@ -25,8 +25,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..inspect.checkpoint_guard import (MAX_HEADER, ST_DTYPES, CheckpointError, load_json, open_regular,
-                                        parse_safetensors_header)
+from ..inspect.checkpoint_guard import (ST_DTYPES, CheckpointError, load_json, open_regular,
+                                        parse_safetensors_header, read_header_bytes)
 from ..inspect.safe import no_torch_function, safe_getattr
 from .atomic import atomic_writer
 
@@ -133,18 +133,7 @@ def read_safetensors(path: str, *, mapped: bool = False, approve: Callable[[int,
     try:
         with open_regular(path, name) as fh:
             st = os.fstat(fh.fileno())
-            size = st.st_size
-            head = fh.read(8)
-            if len(head) < 8:
-                raise CheckpointError(f"{name}: truncated safetensors file ({size} bytes; it must start with an "
-                                      "8-byte header length)")
-            (length,) = struct.unpack("<Q", head)
-            if length > size - 8 or length > MAX_HEADER:
-                raise CheckpointError(f"{name}: header length {length} bytes does not fit the file ({size} bytes): "
-                                      "truncated or not a safetensors file")
-            raw = fh.read(length)
-            if len(raw) != length:
-                raise CheckpointError(f"{name}: the file ends inside its header")
+            size, length, raw = read_header_bytes(fh, name)
             data_size = size - 8 - length
             found, spans, metadata = _header(raw, data_size, name)
             if approve is not None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import struct
 import zipfile
 from io import BytesIO
 from typing import Any, BinaryIO
@@ -30,7 +31,7 @@ from .pickle_globals import pickle_imports, public_unsafe, shown_global, unsafe_
 
 __all__ = [
     "CheckpointError", "MAX_HEADER", "MAX_PICKLE_BYTES", "MAX_INFLATE_RATIO", "ST_DTYPES",
-    "require_regular_file", "open_regular", "contained_shard", "shown_name", "refuse_pickle_code",
+    "require_regular_file", "open_regular", "read_header_bytes", "contained_shard", "shown_name", "refuse_pickle_code",
     "pickle_imports", "load_json", "parse_safetensors_header",
 ]
 
@@ -85,6 +86,27 @@ def open_regular(path: str, label: str | None = None) -> BinaryIO:
         os.close(fd)
         raise CheckpointError(f"{label or _short(path)}: refused: not a regular file")
     return os.fdopen(fd, "rb")
+
+
+def read_header_bytes(fh: BinaryIO, name: str) -> tuple[int, int, bytes]:
+    """Usage: ``size, length, raw = read_header_bytes(fh, name)`` on a file from ``open_regular``: a
+    safetensors file's size, its header length and the header's bytes, the length checked against the
+    file's size and ``MAX_HEADER`` before anything is read (``CheckpointError``, one line, otherwise)."""
+    size = os.fstat(fh.fileno()).st_size
+    head = fh.read(8)
+    if len(head) < 8:
+        raise CheckpointError(f"{name}: truncated safetensors file ({size} bytes; it must start with an "
+                              "8-byte header length)")
+    (length,) = struct.unpack("<Q", head)
+    if length > size - 8:
+        raise CheckpointError(f"{name}: header length {length} bytes is larger than the file ({size} bytes):"
+                              " truncated or not a safetensors file")
+    if length > MAX_HEADER:
+        raise CheckpointError(f"{name}: header length {length} bytes exceeds the 100 MB safetensors limit")
+    raw = fh.read(length)
+    if len(raw) != length:
+        raise CheckpointError(f"{name}: the file ends inside its header")
+    return size, length, raw
 
 
 def _inside(path: str, folder: str) -> bool:

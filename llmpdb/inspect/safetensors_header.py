@@ -32,7 +32,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
-from .checkpoint_guard import MAX_HEADER, ST_DTYPES, CheckpointError, open_regular, parse_safetensors_header
+from .checkpoint_guard import ST_DTYPES, CheckpointError, open_regular, parse_safetensors_header, read_header_bytes
 
 __all__ = ["SafetensorsHeader", "read_header", "library_reader", "LIBRARY_DTYPES"]
 
@@ -122,26 +122,13 @@ def read_header(path: str, *, use_library: bool = True) -> SafetensorsHeader:
     name = os.path.basename(path.rstrip(os.sep)) or path
     try:
         with open_regular(path, name) as fh:
-            size = os.fstat(fh.fileno()).st_size
-            head = fh.read(8)
-            if len(head) < 8:
-                raise CheckpointError(f"{name}: truncated safetensors file ({size} bytes; it must start with an "
-                                      "8-byte header length)")
-            (length,) = struct.unpack("<Q", head)
-            if length > size - 8:
-                raise CheckpointError(f"{name}: header length {length} bytes is larger than the file ({size} bytes):"
-                                      " truncated or not a safetensors file")
-            if length > MAX_HEADER:
-                raise CheckpointError(f"{name}: header length {length} bytes exceeds the 100 MB safetensors limit")
-            raw = fh.read(length)
-            if len(raw) != length:
-                raise CheckpointError(f"{name}: the file ends inside its header")
+            size, length, raw = read_header_bytes(fh, name)
             found = library_reader() if use_library else None
             refused = why = ""
             if found is not None:
                 opener, reader = found
                 try:
-                    tensors, metadata = _with_library(opener, head + raw, size, raw)
+                    tensors, metadata = _with_library(opener, struct.pack("<Q", length) + raw, size, raw)
                     return SafetensorsHeader(tensors, metadata, reader)
                 except _NoCopy as exc:
                     refused, why = reader, f"not used: no temp file for its copy of the header ({exc})"
