@@ -35,7 +35,7 @@ class ConditionCache:
         if code is False:
             try:
                 code = compile(cond, "<string>", "eval")
-            except BaseException:
+            except BaseException:  # None: bdb compiles it at the line and stops there (an error counts as true)
                 code = None
             self.compiled[cond] = code
         return code
@@ -60,7 +60,7 @@ class ConditionCache:
             try:
                 if not eval(code, frame.f_globals, frame.f_locals):
                     return True
-            except BaseException:
+            except BaseException:  # bdb evaluates it again and stops there (an error counts as true)
                 pass
             bp.hits -= 1
             return False
@@ -92,7 +92,7 @@ class ConditionCache:
                     if value:
                         answer = False
                         break
-                except BaseException:
+                except BaseException:  # bdb evaluates it again and stops there (an error counts as true)
                     answer = False
                     break
         if not answer:
