@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import signal
 import time
 
 import pexpect
@@ -29,7 +28,7 @@ import pytest
 from llmpdb.ranks.launcher import launcher_name
 
 from .pty_session import ROOT, PtySession
-from .test_torchrun import _alive, _children, _ranks_once
+from .test_torchrun import _alive, _children, _kill_job, _ranks_once
 
 SCRIPT = "tests/e2e/accelerate_script.py"
 LAUNCH = ["-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
@@ -37,16 +36,6 @@ LAUNCH = ["-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", 
           "--monitor_interval", "0.1"]
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "accelerate_script.py"), encoding="utf-8") as _f:
     BREAK_LINE = 1 + next(n for n, line in enumerate(_f, 1) if "breakpoint()  # every rank" in line)  # stops after it
-
-
-def _ours(pid: int) -> bool:
-    """A live process running this file's script: never signal a pid the system reused."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            command = handle.read().replace(b"\0", b" ")
-    except OSError:
-        return False
-    return SCRIPT.encode() in command and _alive(pid)
 
 
 @contextlib.contextmanager
@@ -62,15 +51,8 @@ def accelerate_job(tmp_path, *options: str):
             workers |= set(_children(session.child.pid))
             yield session, header, workers
         finally:
-            launcher = session.child.pid
-            if not session.child.closed and session.child.isalive():  # unreaped: the pid is still ours
-                workers |= set(_children(launcher))
-                with contextlib.suppress(OSError):
-                    os.killpg(launcher, signal.SIGKILL)
-            for pid in workers:
-                if _ours(pid):
-                    with contextlib.suppress(OSError):
-                        os.killpg(pid, signal.SIGKILL)
+            alive = not session.child.closed and session.child.isalive()  # unreaped: the pid is still ours
+            _kill_job(session.child.pid, workers, alive, SCRIPT)
             session.child.close(force=True)
 
 

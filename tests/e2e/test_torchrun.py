@@ -57,25 +57,26 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _ours(pid: int) -> bool:
-    """A live process running this file's example or torchrun: never signal a pid the system reused."""
+def _ours(pid: int, script: str = EXAMPLE) -> bool:
+    """A live process running ``script`` (this file's example by default): never signal a pid the system
+    reused."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as handle:
             command = handle.read().replace(b"\0", b" ")
     except OSError:
         return False
-    return EXAMPLE.encode() in command and _alive(pid)
+    return script.encode() in command and _alive(pid)
 
 
-def _kill_job(launcher: int, workers: set[int], launcher_alive: bool) -> None:
+def _kill_job(launcher: int, workers: set[int], launcher_alive: bool, script: str = EXAMPLE) -> None:
     """SIGKILL the launcher's group (only while the launcher is unreaped: its pid is still ours) and each
-    worker's group (torchrun starts every worker in a session of its own)."""
+    worker's group running ``script`` (torchrun starts every worker in a session of its own)."""
     if launcher_alive:
         workers |= set(_children(launcher))
         with contextlib.suppress(OSError):
             os.killpg(launcher, signal.SIGKILL)
     for pid in workers:
-        if _ours(pid):
+        if _ours(pid, script):
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
 
