@@ -74,8 +74,8 @@ class RankJob:
     via: str = ""
     launcher_pid: int = 0  # the agent hosting the store (torchrun): its exit makes ``launcher_gone()`` true
     _last_where: str = field(default="", repr=False)
-    notices_seen: int = field(default=0, repr=False)
-    gone_said: bool = field(default=False, repr=False)  # the prompting rank said the store is gone (once)  # the notices this rank has printed (``relay_notices``)
+    notices_seen: int = field(default=0, repr=False)  # the notices this rank has printed (``relay_notices``)
+    gone_said: bool = field(default=False, repr=False)  # the prompting rank said the store is gone (once)
 
     @property
     def is_interactive(self) -> bool:
