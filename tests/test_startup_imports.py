@@ -125,6 +125,7 @@ IMPORTS_INSIDE_FUNCTIONS = {
     "llmpdb/commands/tokens.py": COMMAND_FIRST_USE,
     "llmpdb/commands/trace.py": COMMAND_FIRST_USE,
     "llmpdb/commands/watching.py": COMMAND_FIRST_USE,
+    "llmpdb/console/deferred.py": "prompt_toolkit loads in a thread once the first prompt is drawn",
     "llmpdb/console/history.py": "prompt_toolkit loads with the first terminal prompt",
     "llmpdb/console/keys.py": "prompt_toolkit loads with the first terminal prompt",
     "llmpdb/console/plain.py": "termios and GNU readline, only for the plain prompt on a terminal",

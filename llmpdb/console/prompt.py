@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Callable
 
 from .history import DEFAULT_HISTORY_SIZE, history_path, history_size
 from .history import open_history as _open_history
+from .deferred import DeferredConsole, editor_loaded
 from ..headless.streams import stream_is_terminal
 
 if TYPE_CHECKING:  # the completion module loads with the first console (start-up stays light)
@@ -67,10 +68,15 @@ def plain_reason(stdin=None, stdout=None) -> str | None:
     stdout = sys.stdout if stdout is None else stdout
     if not (stream_is_terminal(stdin) and stream_is_terminal(stdout)):
         return "standard input or output is not a terminal"
-    try:
-        import prompt_toolkit  # noqa: F401
-    except ImportError:
-        return "prompt_toolkit is not installed"
+    if "prompt_toolkit" not in sys.modules:  # found without importing it (``llmpdb.console.deferred``)
+        import importlib.util
+
+        try:
+            found = importlib.util.find_spec("prompt_toolkit") is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            return "prompt_toolkit is not installed"
     return None
 
 
@@ -151,10 +157,12 @@ class Console:
             return stdin
 
     def read(self, prompt: str, context: Callable[[], CompletionContext] | None = None,
-             colour: bool = True) -> str:
+             colour: bool = True, drawn: bool = False) -> str:
         """Usage: ``console.read("(llmpdb) ", colour=False)``; the line; EOFError (Ctrl-D), KeyboardInterrupt
         (Ctrl-C). With ``colour`` False (``NO_COLOR``, the config's ``color = "never"``) the editor writes no
-        colour code: only attribute resets and reverse video for the completion menu's current entry."""
+        colour code: only attribute resets and reverse video for the completion menu's current entry. With
+        ``drawn`` the prompt's bytes are on the terminal already (``llmpdb.console.deferred``): the editor
+        draws it over them in its split form, so they reach the terminal once for this read too."""
         from prompt_toolkit.output import ColorDepth
         from prompt_toolkit.styles import Style
 
@@ -162,7 +170,8 @@ class Console:
         depth = None if colour else ColorDepth.DEPTH_1_BIT
         style = _COLOUR_STYLE if colour else _MONOCHROME_STYLE
         try:
-            line = self.session.prompt(lambda: _prompt_text(prompt), in_thread=True, color_depth=depth,
+            first_render = self.session.app.render_counter + 1 if drawn else -1
+            line = self.session.prompt(lambda: _prompt_text(prompt, first_render), in_thread=True, color_depth=depth,
                                        style=Style.from_dict(style))
         finally:
             self.context = None
@@ -180,15 +189,17 @@ class Console:
             pass
 
 
-def _prompt_text(prompt: str) -> list[tuple[str, str]]:
+def _prompt_text(prompt: str, drawn_until: int = -1) -> list[tuple[str, str]]:
     """The prompt as prompt_toolkit draws it. The bytes ``(llmpdb) `` reach the terminal once per read, when
     it waits for input, as with readline: scripts driving the debugger (pexpect, expect) wait for them. A
     styled prompt keeps its trailing space (an unstyled one is drawn as a cursor move), and the final
-    redraw of an accepted line writes the space after an invisible attribute reset."""
+    redraw of an accepted line, or the first draw of a prompt already on the terminal (the first read's,
+    written before the editor loaded: renders up to ``drawn_until``), writes the space after an invisible
+    attribute reset. A full redraw later (after Ctrl-Z and ``fg``) writes the bytes again, as readline does."""
     from prompt_toolkit.application import get_app_or_none
 
     app = get_app_or_none()
-    if app is not None and app.is_done:
+    if app is not None and (app.is_done or app.render_counter <= drawn_until):
         return [("class:llmpdb-prompt", prompt.rstrip(" ")), ("[ZeroWidthEscape]", "\x1b[0m"),
                 ("", prompt[len(prompt.rstrip(" ")):])]
     return [("class:llmpdb-prompt", prompt)]
@@ -198,17 +209,23 @@ _COLOUR_STYLE = {"llmpdb-prompt": "fg:ansidefault"}
 _MONOCHROME_STYLE = {"llmpdb-prompt": "fg:ansidefault",  # 1-bit depth writes no colour code for it
                      "completion-menu.completion.current": "reverse",
                      "completion-menu.meta.completion.current": "reverse"}
-_CONSOLE: list[Console] = []
+_CONSOLE: list[Console | DeferredConsole] = []
 
 
-def terminal_console(stdin=None, stdout=None) -> Console | None:
-    """Usage: ``terminal_console()``; the process's console on its terminal, or None (``plain_reason``)."""
+def terminal_console(stdin=None, stdout=None) -> Console | DeferredConsole | None:
+    """Usage: ``terminal_console()``; the process's console on its terminal, or None (``plain_reason``).
+    Before prompt_toolkit is imported, a ``DeferredConsole`` that draws the first prompt at once and loads the
+    editor while the user types (``llmpdb.console.deferred``)."""
     stdin = sys.stdin if stdin is None else stdin
     stdout = sys.stdout if stdout is None else stdout
     if plain_reason(stdin, stdout) is not None:
         return None
     if _CONSOLE and _CONSOLE[0].streams == (stdin, stdout):
         return _CONSOLE[0]
+    if not editor_loaded():
+        console = DeferredConsole(stdin, stdout, Console)
+        _CONSOLE[:] = [console]
+        return console
     try:
         console = Console(stdin, stdout)
     except Exception:  # prompt_toolkit refused this terminal: the plain read works

@@ -55,7 +55,7 @@ def visible_len(text: str) -> int:
     characters (``注意力``) take 2 cells, combining marks, zero-width spaces and joiners 0, an emoji with a
     skin-tone modifier or a ZWJ sequence (``👩‍👩‍👧``) 2."""
     plain = strip_ansi(text)
-    if plain.isascii():
+    if plain.isascii() or _narrow(plain):  # what llmpdb itself prints: no wcwidth import on the way to a stop
         return len(plain)
     try:
         from wcwidth import wcswidth
@@ -63,6 +63,16 @@ def visible_len(text: str) -> int:
         wcswidth = None
     width = wcswidth(plain) if wcswidth is not None else -1
     return width if width >= 0 else sum(char_cells(c) for c in plain)  # -1: a control character
+
+
+_NARROW_SYMBOLS = frozenset("–—‘’“”•…‰′″←↑→↓↔⇒⇐∀∂∅∈∑−∓√∞∧∨∩∪≈≠≡≤≥⊂⊃⋯─│┌┐└┘├┤┬┴┼═║╭╮╯╰▁▂▃▄▅▆▇█░▒▓■□▲►▼◄▶◀●○✓✗")
+
+
+def _narrow(plain: str) -> bool:
+    """Every character one cell wide for sure (wcwidth agrees: tests/render/test_style_width.py):
+    printable Latin-1 and Latin Extended (U+00A0-U+02FF) and the symbols llmpdb's own output uses."""
+    return all(("\u00a0" <= c < "\u0300") or c in _NARROW_SYMBOLS for c in plain if not c.isascii()) \
+        and plain.isprintable()
 
 
 def char_cells(char: str) -> int:

@@ -54,8 +54,9 @@ def _enter(s: PtySession) -> str:
 def test_tab_completion_and_history_after_restart(tmp_path, base):
     with _session(tmp_path, base) as s:
         s.wait_prompt()
-        assert PASTE_ON in s.child.before  # prompt_toolkit reads this prompt
+        assert PASTE_ON not in s.child.before  # the first prompt is drawn before the editor loads ...
         _complete(s, "help stack-", "model")
+        assert PASTE_ON in s.child.before  # ... and prompt_toolkit reads the first key
         assert "stack-model" in _enter(s)
         _complete(s, "p box.gam", "ma_value")
         assert _enter(s).strip() == "3"

@@ -61,9 +61,10 @@ def test_tab_completes_commands_attributes_keys_and_module_paths(tmp_path, base)
     script = _script(tmp_path, MODEL_SCRIPT.replace("{tests!r}", repr(os.path.join(ROOT, "tests"))))
     with PtySession([script], env=_env(base)) as s:
         s.wait_prompt()
-        assert PASTE_ON in s.child.before  # prompt_toolkit reads this prompt
-
+        assert PASTE_ON not in s.child.before  # the first prompt is drawn before the editor loads ...
         _complete(s, "stack-m", "odel")
+        assert PASTE_ON in s.child.before  # ... and prompt_toolkit reads the first key
+
         table = _enter(s)
         assert "module / code" in table and "work.py:" in table
 
@@ -168,3 +169,18 @@ def test_history_recalls_with_up_after_an_in_process_restart(tmp_path, base):
         assert _enter(s).strip() == "12345"
         s.child.sendline("q")
         s.child.expect(pexpect.EOF)
+
+
+def test_a_command_typed_before_the_editor_loads_runs_once_and_each_prompt_is_drawn_once(tmp_path):
+    """The first prompt is written before prompt_toolkit is imported (``llmpdb.console.deferred``): a line
+    typed at once waits unechoed until the editor reads it, and ``(llmpdb) `` reaches the terminal once per
+    read, so a script waiting for it never sees a prompt that is not ready."""
+    with PtySession([_script(tmp_path, SMALL_SCRIPT)], env=_env({})) as s:
+        s.child.expect_exact("(llmpdb) ")
+        s.child.send("p x * 7\r")  # at once: the editor is still loading
+        s.child.expect_exact("(llmpdb) ")
+        raw = s.child.before  # from the first prompt to the second
+        assert PASTE_ON in raw and "(llmpdb) " not in raw  # the editor drew the first prompt over itself
+        echoed, *output = clean(raw).strip().splitlines()
+        assert echoed.endswith("(llmpdb) p x * 7") and output == ["42"], clean(raw)
+        assert "finished 6" in s.finish("c")
