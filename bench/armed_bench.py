@@ -214,15 +214,22 @@ def terminal_prompt_rows(rounds: int) -> list[tuple[str, str, str, str, str, str
 
     tools = [(name, command + [EXAMPLE], dict(env, TERM="xterm"), b"(llmpdb) " if name == "llmpdb" else b"(Pdb")
              for name, command, env in debuggers()]
-    for _, command, env, prompt in tools:
-        _to_prompt(command, env, prompt)  # warm-up: byte-code caches
+    runnable = []
+    for tool in tools:
+        try:
+            _to_prompt(*tool[1:])  # warm-up: byte-code caches; a tool that cannot start here is left out
+        except Exception as error:  # pdb++ 0.12.1 on 3.13: "module 'pdb' has no attribute 'itertools'"
+            print(f"({tool[0]} left out of the terminal row: {type(error).__name__})")
+            continue
+        runnable.append(tool)
+    tools = runnable
     times = {name: [] for name, *_ in tools}
     for _ in range(rounds):
         for name, command, env, prompt in tools:
             times[name].append(_to_prompt(command, env, prompt))
     ms = {name: f"{statistics.median(values) * 1000:.0f} ms" for name, values in times.items()}
     spread = _spread(times["llmpdb"], 1e-3)
-    return [("first prompt, terminal", f"{ms['llmpdb']} {spread} ms", ms["stdlib pdb"], ms.get("pdb++", "—"), "—",
+    return [("first prompt, terminal", f"{ms['llmpdb']} {spread} ms", ms["stdlib pdb"], ms.get("pdb++", "n/a"), "—",
              "wall, in a pty (pexpect)")]
 
 
