@@ -25,6 +25,8 @@ import sys
 import threading
 from typing import Callable
 
+from .history import check_history, history_size
+
 __all__ = ["DeferredConsole", "wait_for_first_key"]
 
 
@@ -91,6 +93,11 @@ class DeferredConsole:
         drawn = False
         if self._console is None and not self._plain:
             stdin, stdout = self.streams
+            try:
+                if history_size() > 0:
+                    check_history()  # its warning, if any, comes before the prompt, as it did
+            except Exception:  # the editor's own open_history says it again where it can
+                pass
             drawn = wait_for_first_key(prompt, stdin, stdout)
             try:
                 self._console = self._make_console(stdin, stdout)
@@ -108,11 +115,6 @@ class DeferredConsole:
         if not line:
             raise EOFError
         return line.rstrip("\n").rstrip("\r")  # an Enter typed while the first prompt waited is a \r
-
-    @property
-    def loaded(self) -> bool:
-        """Whether prompt_toolkit's session exists (after the first key of the first read)."""
-        return self._console is not None
 
 
 def editor_loaded() -> bool:

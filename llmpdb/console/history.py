@@ -104,14 +104,10 @@ def _rewrite(path: Path, newest_first: list[str]) -> None:
                                           for entry in reversed(newest_first)))
 
 
-def open_history():
-    """Usage: ``PromptSession(history=open_history())``; on disk when safe, else in memory (see above)."""
-    from prompt_toolkit.history import History, InMemoryHistory
-
-    keep = history_size()
+def check_history() -> bool:
+    """Usage: ``check_history()`` -> whether the history may live on disk (creating the file 0600); where
+    it may not, says why once on stderr (the first prompt's warning comes before that prompt is drawn)."""
     path = history_path()
-    if keep <= 0:
-        return InMemoryHistory()
     why = _safe_folder(path.parent)
     if why is None:
         try:
@@ -120,6 +116,17 @@ def open_history():
             why = "is not a regular file of ours"
     if why is not None:
         _refuse(path, why)
+        return False
+    return True
+
+
+def open_history():
+    """Usage: ``PromptSession(history=open_history())``; on disk when safe, else in memory (see above)."""
+    from prompt_toolkit.history import History, InMemoryHistory
+
+    keep = history_size()
+    path = history_path()
+    if keep <= 0 or not check_history():
         return InMemoryHistory()
 
     class _StateHistory(History):

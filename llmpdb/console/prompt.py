@@ -171,8 +171,8 @@ class Console:
         style = _COLOUR_STYLE if colour else _MONOCHROME_STYLE
         try:
             first_render = self.session.app.render_counter + 1 if drawn else -1
-            line = self.session.prompt(lambda: _prompt_text(prompt, first_render), in_thread=True, color_depth=depth,
-                                       style=Style.from_dict(style))
+            line = self.session.prompt(lambda: _prompt_text(prompt, first_render), in_thread=True,
+                                       color_depth=depth, style=Style.from_dict(style))
         finally:
             self.context = None
         self._give_back_typeahead()
