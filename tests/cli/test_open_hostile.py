@@ -64,7 +64,7 @@ def test_two_hundred_thousand_tensors_open_in_linear_time(tmp_path):
             assert len(namespace) == count
             del namespace
         timings[count] = min(runs)
-    assert timings[50_000] < 25 * max(timings[5_000], 0.05), timings  # quadratic: 100×
+    assert timings[50_000] < 50 * max(timings[5_000], 0.05), timings  # linear: 10× (25× seen in CI); quadratic: 100×
     big = tmp_path / "many-200000.safetensors"
     _many(big, 200_000)
     start = time.perf_counter()
