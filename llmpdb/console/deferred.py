@@ -60,7 +60,7 @@ def wait_for_first_key(prompt: str, stdin, stdout, meanwhile: Callable[[], None]
     loader = threading.Thread(target=meanwhile, name="llmpdb-console-load", daemon=True)
     try:
         termios.tcsetattr(fd, termios.TCSANOW, waiting)
-    except Exception:
+    except Exception:  # the mode cannot be set: nothing is deferred, the editor loads and prompts as before
         return False
     try:
         stdout.write(prompt)

@@ -31,6 +31,7 @@ DEFAULT_HISTORY_SIZE = 1000
 _CHUNK = 1 << 16
 _MAX_READ = 1 << 24  # bytes of tail read at most, whatever the entries' length
 _WARNED: list[str] = []
+_CHECKED: dict[Path, bool] = {}  # paths found safe in this process (each read and write re-checks the file)
 
 
 def history_path() -> Path:
@@ -108,6 +109,8 @@ def check_history() -> bool:
     """Usage: ``check_history()`` -> whether the history may live on disk (creating the file 0600); where
     it may not, says why once on stderr (the first prompt's warning comes before that prompt is drawn)."""
     path = history_path()
+    if _CHECKED.get(path):  # the first prompt checked it; the editor's open_history asks again at once
+        return True
     why = _safe_folder(path.parent)
     if why is None:
         try:
@@ -117,6 +120,7 @@ def check_history() -> bool:
     if why is not None:
         _refuse(path, why)
         return False
+    _CHECKED[path] = True
     return True
 
 

@@ -68,7 +68,7 @@ def plain_reason(stdin=None, stdout=None) -> str | None:
     stdout = sys.stdout if stdout is None else stdout
     if not (stream_is_terminal(stdin) and stream_is_terminal(stdout)):
         return "standard input or output is not a terminal"
-    if "prompt_toolkit" not in sys.modules:  # found without importing it (``llmpdb.console.deferred``)
+    if not editor_loaded():  # found without importing it (``llmpdb.console.deferred``)
         import importlib.util
 
         try:

@@ -91,7 +91,7 @@ def _type_name(cls) -> str:
     try:
         name = type.__dict__["__qualname__"].__get__(cls)
         module = type.__dict__["__module__"].__get__(cls)
-    except Exception:
+    except Exception:  # a class whose name cannot be read without its own code: shown as "?", never guessed
         return "?"
     if type(module) is str and module not in ("__main__", "builtins"):
         return f"{module}.{name}"
