@@ -8,10 +8,11 @@ Usage::
 
 Rows, on the Python that runs this script:
 
-- ``nan-break`` (forward, no_grad) and ``nan-break --grad`` (forward + backward), tiny Llama: CPU time
-  (``time.process_time``) of plain / armed / ``torch.autograd.detect_anomaly(check_nan=True)``, in
-  interleaved rounds, in this process; ratio = median(variant) / median(plain); the note gives a no-op
-  global forward hook's ratio, the floor of any check made at each module call;
+- ``nan-break`` (forward, no_grad) and ``nan-break --grad`` (forward + backward), each checking every
+  module and ``--blocks`` (the model's blocks only), tiny Llama: CPU time (``time.process_time``) of
+  plain / armed / ``torch.autograd.detect_anomaly(check_nan=True)``, in interleaved rounds, in this
+  process; ratio = median(variant) / median(plain); the note gives the ratio of no-op hooks where the
+  checks hook (a global forward hook; one on each block), the floor of any check made there;
 - ``statediff snap`` on a 64-layer tiny Llama: CPU ms of ``take_snapshot`` + ``render_snapshot`` (what
   the command computes and prints), median over rounds; pdb and pdb++ have no such command;
 - ``bm … if COND`` false and ``bm`` pending over ``generate()``: ``bench/module_breakpoints_bench.py``;
@@ -40,7 +41,8 @@ import warnings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HERE = os.path.dirname(os.path.abspath(__file__))
-GOALS = {"nan-break": "≤ 1.05×", "nan-break --grad": "≤ 1.10×", "bm if COND (false), generate()": "≤ 1.05×",
+GOALS = {"nan-break": "≤ 1.05×", "nan-break --blocks": "≤ 1.05×", "nan-break --grad": "≤ 1.10×",
+         "nan-break --blocks --grad": "≤ 1.10×", "bm if COND (false), generate()": "≤ 1.05×",
          "bm pending": "≤ 1.02×", "return out of a forward": "≤ 1.05×", "next over generate()": "≤ 1.05×",
          "statediff snap, 64 layers": "≤ 30 ms", "first prompt": "≤ pdb++", "first prompt, terminal": "≤ pdb++"}
 
@@ -55,6 +57,7 @@ def _spread(values: list[float], base: float) -> str:
 def nan_rows(rounds: int, iters: int) -> list[tuple[str, str, str, str, str, str]]:
     import torch
 
+    from llmpdb.forward.nan_blocks import check_blocks
     from llmpdb.forward.nan_break import NanBreak
     from tiny_models import tiny_llama
 
@@ -78,25 +81,31 @@ def nan_rows(rounds: int, iters: int) -> list[tuple[str, str, str, str, str, str
             model(ids).logits.sum().backward()
         return time.process_time() - start
 
-    def armed(run, grad):
+    def armed(run, grad, blocks):
         def variant():
             engine = NanBreak(never)
-            engine.arm(grad=grad, roots=[model])
+            engine.arm(grad=grad, roots=[model], blocks=blocks)
             if grad:
-                engine.arm(roots=[model])
+                engine.arm(roots=[model], blocks=blocks)
             try:
                 return run()
             finally:
                 engine.disarm()
         return variant
 
-    def floor(run):
-        def variant():  # the least any per-module-call check costs: torch leaves its hook-free fast path
-            handle = torch.nn.modules.module.register_module_forward_hook(lambda module, args, output: None)
+    def floor(run, blocks):
+        def variant():  # the least a check at each hooked call costs: torch leaves its hook-free fast path
+            def nothing(module, args, output):
+                return None
+            if blocks:
+                handles = [block.register_forward_hook(nothing) for block in check_blocks(model)]
+            else:
+                handles = [torch.nn.modules.module.register_module_forward_hook(nothing)]
             try:
                 return run()
             finally:
-                handle.remove()
+                for handle in handles:
+                    handle.remove()
         return variant
 
     def anomaly(run):
@@ -106,8 +115,12 @@ def nan_rows(rounds: int, iters: int) -> list[tuple[str, str, str, str, str, str
         return variant
 
     rows = []
-    for label, run, grad in (("nan-break", forward, False), ("nan-break --grad", forward_backward, True)):
-        variants = {"plain": run, "armed": armed(run, grad), "anomaly": anomaly(run), "floor": floor(run)}
+    for label, run, grad, blocks in (("nan-break", forward, False, False),
+                                     ("nan-break --blocks", forward, False, True),
+                                     ("nan-break --grad", forward_backward, True, False),
+                                     ("nan-break --blocks --grad", forward_backward, True, True)):
+        variants = {"plain": run, "armed": armed(run, grad, blocks), "anomaly": anomaly(run),
+                    "floor": floor(run, blocks)}
         for func in variants.values():
             func()
         times = {name: [] for name in variants}
@@ -116,9 +129,10 @@ def nan_rows(rounds: int, iters: int) -> list[tuple[str, str, str, str, str, str
                 times[name].append(func())
         base = statistics.median(times["plain"])
         ours = statistics.median(times["armed"])
+        hook = "no-op hooks on the blocks" if blocks else "a no-op global hook"
         rows.append((label, f"{ours / base:.2f}× {_spread(times['armed'], base)}", "—", "—",
                      f"{statistics.median(times['anomaly']) / base:.2f}×",
-                     f"plain {base / iters * 1000:.2f} ms/pass; a no-op global hook: "
+                     f"plain {base / iters * 1000:.2f} ms/pass; {hook}: "
                      f"{statistics.median(times['floor']) / base:.2f}×"))
     assert not torch.nn.modules.module._global_forward_hooks, "a global hook was left installed"
     return rows

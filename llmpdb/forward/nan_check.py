@@ -55,41 +55,45 @@ def compiling_function(found=None):
 
 
 def output_check(engine, *, bad_values, caller):
-    """The global forward hook of ``engine``: checks each output tensor, registers gradient checks;
-    ``bad_values(t)`` confirms and counts a non-finite sum, ``caller(frame)`` is the frame to stop in."""
+    """The forward hook of ``engine`` (global, or on each block): checks each output tensor, registers
+    gradient checks; ``bad_values(t)`` confirms and counts a non-finite sum, ``caller(frame)`` is the
+    frame to stop in."""
     tensor_type = sys.modules["torch"].Tensor
-    state = {"ref": None, "version": -1}
-    state["compiling"] = compiling_function(lambda func: state.__setitem__("compiling", func))
+    last = [None, -1]  # a weak reference to the tensor checked last, its version
+    compiling = [None]
+    compiling[0] = compiling_function(lambda func: compiling.__setitem__(0, func))
 
-    def same_as_last(t) -> bool:
-        ref = state["ref"]
-        return ref is not None and ref() is t and not t.is_inference() and t._version == state["version"]
-
-    def remember(t) -> None:
+    def visit(module, path, t, depth: int) -> bool:
+        """Check one output tensor; True when it was found bad (and the stop was made). ``path`` is a
+        name, or a tuple index made into one only at a hit."""
+        ref = last[0]
+        if ref is not None and ref() is t and t._version == last[1]:
+            return False  # the previous module's output, unchanged: checked, its gradient hooked
+        if not (t.is_floating_point() or t.is_complex()) or t.is_meta:
+            return False
+        grad = t.requires_grad
+        if engine.outputs:
+            engine.checked += 1
+            total = (t.detach() if grad else t).sum().item()
+            if total - total != 0:
+                bad = bad_values(t)
+                if bad is not None:
+                    name = path if isinstance(path, str) else f"output[{path}]"
+                    engine._hit(module, name, t, bad, "output", caller(sys._getframe(depth)))
+                    return True
+        if grad and engine.grads:
+            t.register_hook(grad_check(module, path if isinstance(path, str) else f"output[{path}]"))
         if t.is_inference():  # inference tensors keep no version counter
-            state["ref"] = None
-            return
-        state["ref"], state["version"] = weakref.ref(t), t._version
-
-    def check(module, path, t):
-        """True when the tensor was found bad (and the stop was made)."""
-        if t.is_meta or not (t.is_floating_point() or t.is_complex()):
-            return False
-        engine.checked += 1
-        total = (t.detach() if t.requires_grad else t).sum().item()
-        if total - total == 0:
-            return False
-        bad = bad_values(t)
-        if bad is None:
-            return False
-        engine._hit(module, path, t, bad, "output", caller(sys._getframe(2)))
-        return True
+            last[0] = None
+        else:
+            last[0], last[1] = weakref.ref(t), t._version
+        return False
 
     def grad_check(module, path):
         ref = weakref.ref(module)
 
         def on_grad(grad):
-            if state["compiling"]() or not engine.grads or grad is None:
+            if compiling[0]() or not engine.grads or grad is None:
                 return None
             try:
                 bad = bad_values(grad)
@@ -102,24 +106,30 @@ def output_check(engine, *, bad_values, caller):
         return on_grad
 
     def hook(module, args, output):
-        if state["compiling"]():  # constant True in a graph dynamo traces: nothing below is traced
+        if compiling[0]():  # constant True in a graph dynamo traces: nothing below is traced
             return None
         try:
-            if type(output) is tensor_type:
-                leaves = (("output", output),)
+            kind = type(output)
+            if kind is tensor_type:
+                visit(module, "output", output, 2)
+            elif kind is tuple and len(output) < 8:  # (hidden, attention) or (cos, sin): no walk, no names
+                for i, t in enumerate(output):
+                    if type(t) is tensor_type:
+                        if visit(module, i, t, 2):
+                            return None
+                    elif t is not None and _leaf_walk(module, t, f"output[{i}]"):
+                        return None
             else:
-                leaves = named_tensor_leaves(output)
-            for path, t in leaves:
-                if type(t) is not tensor_type and not isinstance(t, tensor_type) or same_as_last(t):
-                    continue  # the previous module's output, unchanged: checked, its gradient hooked
-                if engine.outputs and check(module, path, t):
-                    return None
-                if engine.grads and t.requires_grad:
-                    t.register_hook(grad_check(module, path))
-                remember(t)
+                _leaf_walk(module, output, "output")
         except Exception as exc:  # a check must never become an error in the user's forward
             engine.messages.append(f"nan-break check failed in {type(module).__name__}: "
                                    f"{type(exc).__name__}: {exc}")
         return None
+
+    def _leaf_walk(module, value, base) -> bool:
+        for path, t in named_tensor_leaves(value, base):
+            if isinstance(t, tensor_type) and visit(module, path, t, 3):
+                return True
+        return False
 
     return hook

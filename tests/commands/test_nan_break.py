@@ -85,7 +85,7 @@ def test_nan_break_finite_model_never_stops_and_off_removes_the_hook():
     assert chunks[2] == "nan-break: off"
     assert chunks[3] == "nan-break: was not armed"
     assert chunks[4].startswith("*** nan-break: unknown option --bogus")
-    assert chunks[5] == "*** nan-break: unexpected 'now' (usage: nan-break [--grad] [off])"
+    assert chunks[5] == "*** nan-break: unexpected 'now' (usage: nan-break [--blocks] [--grad] [off])"
     assert not torch_module._global_forward_hooks
 
 
@@ -141,6 +141,101 @@ def test_nan_break_folds_away_in_a_compiled_graph_without_graph_breaks():
         with pytest.warns(UserWarning):  # torch's note: global hooks fire for the OptimizedModule too
             torch.compile(model, backend="eager")(torch.ones(2, 8))
         assert not dynamo_utils.counters["graph_break"] and not engine.messages and not hits
+        poisoned = torch.ones(2, 8)
+        poisoned[1, 1] = float("nan")
+        model(poisoned)  # eager again: checked
+        assert hits and hits[0].startswith("nan-break: 0 (Linear) output has 8 NaN")
+    finally:
+        engine.disarm()
+        torch._dynamo.reset()
+
+
+def forward_twice(model):
+    ids = torch.arange(3, 10).unsqueeze(0)
+    breakpoint()
+    out = model(ids)
+    out = model(ids)
+    breakpoint()
+    return out
+
+
+def test_nan_break_blocks_stops_at_the_layer_then_inside_it_at_the_module():
+    model = tiny_llama(num_hidden_layers=3)
+    with torch.no_grad():
+        model.model.layers[2].mlp.down_proj.weight[0, 0] = float("nan")
+    commands = ["c", "nan-break --blocks", "c", "p type(self).__name__, tuple(result.shape)", "c",
+                "p type(self).__name__", "c"]
+    chunks = outputs_of(debug_transcript(forward_twice, commands, model))
+    assert chunks[0] == ("nan-break: checking the outputs of 9 blocks; pauses at the first NaN/Inf,\n"
+                         "  then checks inside that block (`nan-break off` to remove)")
+    block_stop = chunks[1].split("\n[")[0].splitlines()
+    assert block_stop == [
+        "nan-break: model.layers.2 (LlamaDecoderLayer) output has 7 NaN, 0 Inf of 448 values [(1, 7, 64) f32]",
+        "  the first of the 9 blocks checked whose output is not finite;",
+        "  inside it, non-finite values already in:",
+        "  model.layers.2.mlp.down_proj.weight holds 1 NaN, 0 Inf of 8192",
+        "  stopped in torch's module call: `self` is the block, `result` its output;",
+        "  `up` for the caller; now checking the 12 modules inside it only:",
+        "  `c` stops at the first of them with a NaN/Inf in the block's next call (`nan-break off`)"]
+    assert chunks[2] == "('LlamaDecoderLayer', (1, 7, 64))"
+    # the second forward: the checks inside layers.2 find the module (the first forward's rest: no stop)
+    assert chunks[3].startswith("nan-break: model.layers.2.mlp.down_proj (Linear) output has 7 NaN, 0 Inf of 448")
+    assert "nan-break is now off" in chunks[3]
+    assert chunks[4] == "'Linear'"
+    assert "-> return out" in chunks[5]
+    assert not nan_breaks().armed and not any(m._forward_hooks for m in model.modules())
+
+
+def test_nan_break_blocks_grad_names_the_block_output_the_gradient_came_back_to():
+    model = tiny_llama()
+    model.model.layers[1].mlp.act_fn = SqrtOfZero()
+    commands = ["c", "nan-break --blocks --grad", "c", "c"]
+    chunks = outputs_of(debug_transcript(forward_backward, commands, model))
+    assert chunks[0].startswith("nan-break: checking the output gradients of 8 blocks;")
+    assert "then turns off" in chunks[0]
+    header = " ".join(line.strip() for line in chunks[1].split("\n[")[0].splitlines())
+    # the gradient is NaN from layers.1's backward on: the first block output it reaches is layers.0's
+    assert header == ("nan-break: model.layers.0 (LlamaDecoderLayer) grad of output has 448 NaN, 0 Inf of 448 values "
+                      "[(1, 7, 64) f32] (blocks are checked: the NaN/Inf came back from the modules after this one; "
+                      "`nan-break --grad` without --blocks checks every module's) stopped in the frame running "
+                      "backward(); nan-break is now off")
+    assert not any(m._forward_hooks for m in model.modules())
+
+
+def test_nan_break_blocks_with_no_model_in_sight_takes_the_first_module_called():
+    from llmpdb.forward.nan_break import NanBreak
+    hits = []
+    engine = NanBreak(lambda frame, header: hits.append((frame.f_locals.get("self"), header)))
+    engine.arm(blocks=True)
+    assert engine.armed and engine.blocks == 0 and torch_module._global_forward_pre_hooks
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 4))
+    try:
+        with torch.no_grad():
+            model(torch.ones(1, 4))
+            assert not torch_module._global_forward_pre_hooks and not hits  # removed at the first call
+            assert engine.blocks == 4  # the Sequential and its three items
+            model[2].bias[1] = float("inf")
+            model(torch.ones(1, 4))
+        assert len(hits) == 1 and hits[0][0] is model[2]
+        assert hits[0][1].startswith("nan-break: 2 (Linear) output has 0 NaN, 1 Inf of 4 values")
+    finally:
+        engine.disarm()
+    assert not any(m._forward_hooks for m in model.modules())
+
+
+def test_nan_break_blocks_fold_away_in_a_compiled_graph():
+    import torch._dynamo.utils as dynamo_utils
+    from llmpdb.forward.nan_break import NanBreak
+    torch._dynamo.reset()
+    dynamo_utils.counters.clear()
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8))
+    hits = []
+    engine = NanBreak(lambda frame, header: hits.append(header))
+    engine.arm(roots=[model], blocks=True)
+    try:
+        torch.compile(model, backend="eager")(torch.ones(2, 8))
+        assert not dynamo_utils.counters["graph_break"] and not engine.messages and not hits
+        assert engine.checked == 0  # folded away: nothing was read inside the graph
         poisoned = torch.ones(2, 8)
         poisoned[1, 1] = float("nan")
         model(poisoned)  # eager again: checked

@@ -292,6 +292,33 @@ def test_nan_break_stops_at_the_first_module_forward_hooks_see(zoo, arch):
     assert f"nan-break: {run.truth['nan_module']} (Linear) output has" in text, text
 
 
+# Where the NaN never reaches the output of the block that holds its module, `nan-break --blocks` cannot see it.
+SWALLOWED = {"nanogpt": "torch's CPU scaled_dot_product_attention gives finite values for a query holding a NaN"}
+
+
+@pytest.mark.parametrize("arch", params("nan-break"))
+def test_nan_break_blocks_stops_at_the_block_then_inside_at_the_module_forward_hooks_see(zoo, arch):
+    """The first forward stops at the block holding the truth's module (or at that module, when it is a
+    block itself); the second stops at the truth's module, found by the checks armed inside the block."""
+    spec, run = zoo(arch)
+    chunks = run.outputs["nan-break --blocks"]
+    no_internal_error("\n".join(chunks))
+    assert chunks[0].startswith("nan-break: checking the outputs of "), chunks
+    truth = run.truth["nan_module"]
+    block = re.match(r"nan-break: (\S+) \((\w+)\) output has", chunks[1])
+    if arch in SWALLOWED:
+        assert block is None and "output has" not in "\n".join(chunks), chunks
+        return
+    assert block, chunks
+    if block.group(1) == truth:  # the module is a block itself: nothing inside to check
+        assert "nan-break is now off" in chunks[1], chunks
+        return
+    assert truth.startswith(block.group(1) + "."), (truth, chunks[1])
+    assert re.search(r"now checking the \d+ modules inside it only", chunks[1]), chunks[1]
+    assert chunks[2].startswith(f"nan-break: {truth} (Linear) output has"), chunks[2]
+    assert "nan-break is now off" in chunks[2], chunks[2]
+
+
 @pytest.mark.parametrize("arch", params("explain"))
 def test_explain_names_the_linear_mismatch(zoo, arch):
     spec, run = zoo(arch)

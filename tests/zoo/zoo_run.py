@@ -52,8 +52,10 @@ def scenario(model, inputs, prefixed, tokenizer):
 
 
 def nan_scenario(model, inputs):
+    """Two forwards: the first stops at the first bad block, the second inside it at the first bad module."""
     breakpoint()
     with torch.no_grad():
+        model(**inputs)
         model(**inputs)
 
 
@@ -185,6 +187,10 @@ def zoo_run(model, spec) -> ZooRun:
         run.transcripts["nan"] = text
         nan = outputs_of(text)
         run.outputs["nan-break"] = "\n".join(nan[:2])
+        text = debug_transcript(nan_scenario, ["c", "nan-break --blocks", "c", "c", "c"], model, inputs,
+                                width=WIDTH)
+        run.transcripts["nan blocks"] = text
+        run.outputs["nan-break --blocks"] = outputs_of(text)
     finally:
         with torch.no_grad():
             layer.weight.copy_(saved)
