@@ -13,6 +13,8 @@ Rows, on the Python that runs this script:
   plain / armed / ``torch.autograd.detect_anomaly(check_nan=True)``, in interleaved rounds, in this
   process; ratio = median(variant) / median(plain); the note gives the ratio of no-op hooks where the
   checks hook (a global forward hook; one on each block), the floor of any check made there;
+- host reads per forward (``.item()``, a sync each on a GPU), counted with the torch profiler: every
+  module, blocks read at once (the CPU), blocks read once per forward (a GPU's path, ``defer_on_cpu``);
 - ``statediff snap`` on a 64-layer tiny Llama: CPU ms of ``take_snapshot`` + ``render_snapshot`` (what
   the command computes and prints), median over rounds; pdb and pdb++ have no such command;
 - ``bm … if COND`` false and ``bm`` pending over ``generate()``: ``bench/module_breakpoints_bench.py``;
@@ -42,7 +44,8 @@ import warnings
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HERE = os.path.dirname(os.path.abspath(__file__))
 GOALS = {"nan-break": "≤ 1.05×", "nan-break --blocks": "≤ 1.05×", "nan-break --grad": "≤ 1.10×",
-         "nan-break --blocks --grad": "≤ 1.10×", "bm if COND (false), generate()": "≤ 1.05×",
+         "nan-break --blocks --grad": "≤ 1.10×", "nan-break host reads per forward": "1 (GPU)",
+         "bm if COND (false), generate()": "≤ 1.05×",
          "bm pending": "≤ 1.02×", "return out of a forward": "≤ 1.05×", "next over generate()": "≤ 1.05×",
          "statediff snap, 64 layers": "≤ 30 ms", "first prompt": "≤ pdb++", "first prompt, terminal": "≤ pdb++"}
 
@@ -134,8 +137,35 @@ def nan_rows(rounds: int, iters: int) -> list[tuple[str, str, str, str, str, str
                      f"{statistics.median(times['anomaly']) / base:.2f}×",
                      f"plain {base / iters * 1000:.2f} ms/pass; {hook}: "
                      f"{statistics.median(times['floor']) / base:.2f}×"))
+    rows.append(("nan-break host reads per forward", *_read_counts(model, ids, never), "—", "—", "—",
+                 "`.item()` calls (each a host sync on a GPU), torch profiler, one no_grad forward"))
     assert not torch.nn.modules.module._global_forward_hooks, "a global hook was left installed"
     return rows
+
+
+def _read_counts(model, ids, stopper) -> tuple[str]:
+    """Host reads of one forward, counted with the torch profiler: every module, blocks read at once (the
+    CPU), blocks read once per forward (a GPU's device tensors; ``defer_on_cpu`` takes that path here)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from llmpdb.forward.nan_break import NanBreak
+
+    def reads(blocks, deferred) -> int:
+        engine = NanBreak(stopper)
+        engine.defer_on_cpu = deferred
+        engine.arm(roots=[model], blocks=blocks)
+        try:
+            with torch.no_grad():
+                model(ids)
+                with profile(activities=[ProfilerActivity.CPU]) as prof:
+                    model(ids)
+        finally:
+            engine.disarm()
+        return sum(e.count for e in prof.key_averages() if e.key == "aten::_local_scalar_dense")
+
+    return (f"--blocks: {reads(True, True)} (as on a GPU); read at once (CPU): {reads(True, False)}; "
+            f"every module: {reads(False, False)}",)
 
 
 def snap_rows(rounds: int) -> list[tuple[str, str, str, str, str, str]]:

@@ -44,9 +44,11 @@ class NanBreakCommands:
         the tensor; then the checks are off. --blocks checks only the model's blocks (each layer, the
         embeddings, norms and head; cheaper, for long runs): the first bad block stops, the weights in
         it that hold a NaN/Inf are named, and from then on the modules inside it are checked, so its
-        next call stops at the first bad one (a NaN a block swallows is not seen). --grad also checks,
-        when backward runs, the gradient with respect to each checked output. One t.sum() per
-        floating-point output tensor (this reads values). `nan-break off` removes the checks.
+        next call stops at the first bad one (a NaN a block swallows is not seen); on a GPU the block
+        checks are read once per forward (one host sync), so that stop is at the end of the model's
+        forward. --grad also checks, when backward runs, the gradient with respect to each checked
+        output. One t.sum() per floating-point output tensor (this reads values). `nan-break off`
+        removes the checks.
         Example: nan-break --blocks --grad"""
         from ..forward.nan_break import nan_breaks
         args = parse_args(arg, self.do_nan_break, flags={"--grad", "--blocks"})

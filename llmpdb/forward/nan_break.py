@@ -15,7 +15,10 @@ created later are checked too): the first hit is the first module whose output i
 hooks per layer instead of one per module), about 1.05x, for a run left armed for hours. The first block
 whose output is not finite stops the program in that block's call; the header names the block and any
 parameter or buffer inside it that holds a NaN/Inf (read there, nothing is re-run), and from then on only
-the modules inside that block are checked, so its next call stops at the first bad module inside. What
+the modules inside that block are checked, so its next call stops at the first bad module inside. On a
+GPU a read is a host sync, so the blocks' checks of device tensors are read together at the end of the
+model's forward (``nan_deferred``: one sync per device per forward); such a hit stops in the model's
+call, naming the first bad block, and the modules inside are checked from its next call on. What
 blocks do not see: a NaN/Inf that a block swallows before its output (torch 2.13's CPU attention kernel
 returns finite values for a query holding a NaN). With blocks armed before ``import torch`` or with no
 model in sight, the first module called once torch is loaded is taken as the model (a global pre-hook
@@ -54,6 +57,7 @@ from ..session import SESSION
 from .arming import AfterImport, after_import_pending, remove_after_imports
 from .nan_blocks import bad_weights, check_blocks, modules_inside
 from .nan_check import compiling_function, output_check
+from .nan_deferred import DeferredReads
 
 __all__ = ["NanBreak", "nan_breaks", "bad_values"]
 
@@ -121,6 +125,8 @@ class NanBreak:
         self._inside: str | None = None  # after a block's hit: the block whose modules are checked
         self.blocks = 0            # modules hooked (blocks, or the modules inside one block)
         self.checked = 0
+        self.defer_on_cpu = False  # blocks read like a GPU's, once per forward, on the CPU too (tests, bench)
+        self.deferred: DeferredReads | None = None  # the block checks waiting to be read (blocks only)
         self.messages: list[str] = []
 
     @property
@@ -152,8 +158,8 @@ class NanBreak:
             return
         self._install()
 
-    def _new_check(self):
-        return output_check(self, bad_values=bad_values, caller=_caller)
+    def _new_check(self, deferred=None):
+        return output_check(self, bad_values=bad_values, caller=_caller, deferred=deferred)
 
     def _install(self) -> None:
         if not (self.outputs or self.grads) or _TORCH_MODULE not in sys.modules:
@@ -177,9 +183,12 @@ class NanBreak:
         """Hook the blocks of ``root`` (the model a wrapper holds); ``check`` is shared by all blocks, so a
         block returning the tensor its last block returned is not summed twice."""
         inner, _ = unwrap_model(root)
+        if self.deferred is None:
+            self.deferred = DeferredReads(set(), cpu=self.defer_on_cpu)
+        self.deferred.flush_at.add(id(inner))  # its hook is the last of its forward
         for block in check_blocks(inner):
             if id(block) not in self._hooked:
-                check = check or self._new_check()
+                check = check or self._new_check(self.deferred)
                 self._hooked.add(id(block))
                 self._block_handles.append(block.register_forward_hook(check))
                 self.blocks += 1
@@ -206,6 +215,7 @@ class NanBreak:
         for handle in self._block_handles:
             handle.remove()
         self._block_handles, self._hooked, self.blocks = [], set(), 0
+        self.deferred = None
         if self._handle is not None:
             self._handle.remove()
             self._handle = None
@@ -254,7 +264,28 @@ class NanBreak:
         if frame is not None:
             self.stopper(frame, header)
 
-    def _block_hit(self, block, name: str, summary: str, inside: list) -> str:
+    def _deferred_hit(self, root, hit, frame) -> None:
+        """The first bad block, found when the block checks were read at the end of ``root``'s forward
+        (``DeferredReads``): the stop is in the root's call; the block's next call is checked inside."""
+        name = self.name_of(hit.module)
+        summary = (f"{name} ({type(hit.module).__name__}) {hit.path} is not finite "
+                   f"[{tensor_summary(hit.tensor)}]")
+        model = type(root).__name__
+        read = (f"  found at the end of the {model} forward: the block checks are read together,\n"
+                "  once per forward (one host sync per device);")
+        stopped = f"  stopped in torch's module call of the {model}: `self` is the model, `result` its output;"
+        inside = modules_inside(hit.module) if self._inside is None else []
+        if inside:
+            header = self._block_hit(hit.module, name, summary, inside, read=read, stopped=stopped)
+        else:
+            self.disarm()
+            header = f"nan-break: {summary}\n{read}\n{stopped}\n  `up` for the caller; nan-break is now off"
+        if frame is not None:
+            self.stopper(frame, header)
+
+    def _block_hit(self, block, name: str, summary: str, inside: list, *, read: str | None = None,
+                   stopped: str = "  stopped in torch's module call: `self` is the block, `result` its output;"
+                   ) -> str:
         """The first block whose output is not finite: from now on check only the modules inside it."""
         blocks = self.blocks
         self._remove_hooks()
@@ -269,11 +300,12 @@ class NanBreak:
         weights = [f"  {prefix}{line}" for line in bad_weights(block, bad_values)]
         found = (["  inside it, non-finite values already in:"] + weights if weights
                  else ["  inside it, no parameter or buffer holds a NaN/Inf"])
+        where = "it" if read is None else name
         return "\n".join([
             f"nan-break: {summary}",
-            f"  the first of the {blocks} blocks checked whose output is not finite;", *found,
-            "  stopped in torch's module call: `self` is the block, `result` its output;",
-            f"  `up` for the caller; now checking the {len(inside)} modules inside it only:",
+            f"  the first of the {blocks} blocks checked whose output is not finite"
+            + (";" if read is None else ","), *([read] if read else []), *found, stopped,
+            f"  `up` for the caller; now checking the {len(inside)} modules inside {where} only:",
             "  `c` stops at the first of them with a NaN/Inf in the block's next call (`nan-break off`)"])
 
 

@@ -54,10 +54,11 @@ def compiling_function(found=None):
     return late
 
 
-def output_check(engine, *, bad_values, caller):
+def output_check(engine, *, bad_values, caller, deferred=None):
     """The forward hook of ``engine`` (global, or on each block): checks each output tensor, registers
     gradient checks; ``bad_values(t)`` confirms and counts a non-finite sum, ``caller(frame)`` is the
-    frame to stop in."""
+    frame to stop in. With ``deferred`` (a ``DeferredReads``; blocks only), a device tensor's check is
+    queued there and read at the root's hook, the last of a forward (``engine._deferred_hit``)."""
     tensor_type = sys.modules["torch"].Tensor
     last = [None, -1]  # a weak reference to the tensor checked last, its version
     compiling = [None]
@@ -74,7 +75,12 @@ def output_check(engine, *, bad_values, caller):
         grad = t.requires_grad
         if engine.outputs:
             engine.checked += 1
-            total = (t.detach() if grad else t).sum().item()
+            if deferred is not None and deferred.wanted(t):
+                deferred.add(module, path if isinstance(path, str) else f"output[{path}]",
+                             t.detach() if grad else t)
+                total = 0.0
+            else:
+                total = (t.detach() if grad else t).sum().item()
             if total - total != 0:
                 bad = bad_values(t)
                 if bad is not None:
@@ -121,6 +127,10 @@ def output_check(engine, *, bad_values, caller):
                         return None
             else:
                 _leaf_walk(module, output, "output")
+            if deferred is not None and deferred.due(module):
+                hit = deferred.first_bad()
+                if hit is not None:
+                    engine._deferred_hit(module, hit, caller(sys._getframe(1)))
         except Exception as exc:  # a check must never become an error in the user's forward
             engine.messages.append(f"nan-break check failed in {type(module).__name__}: "
                                    f"{type(exc).__name__}: {exc}")

@@ -1,7 +1,10 @@
 """``nan-break`` typed at a script's first line, before ``import torch`` (``python -m llmpdb`` in a real pty):
-it arms when torch is imported (as ``bm`` does) and pauses at the module whose output overflows."""
+it arms when torch is imported (as ``bm`` does) and pauses at the module whose output overflows. With
+``--blocks`` the first module called is taken as the model and its blocks are checked."""
 
 from __future__ import annotations
+
+import pytest
 
 from .pty_session import PtySession
 
@@ -21,13 +24,18 @@ print("finished", out.dtype)
 '''
 
 
-def test_nan_break_at_the_first_line_arms_on_import(tmp_path):
+@pytest.mark.parametrize("command, armed", [
+    ("nan-break", "nan-break: armed for when torch is imported: will check module outputs;"),
+    ("nan-break --blocks", "nan-break: armed for when torch is imported: will check the outputs of the blocks"
+                           " of the first model called;"),
+])
+def test_nan_break_at_the_first_line_arms_on_import(tmp_path, command, armed):
     script = tmp_path / "overflow.py"
     script.write_text(SCRIPT)
     with PtySession(["-m", "llmpdb", str(script)], timeout=40, width=100) as s:
         s.wait_prompt()
-        out = s.run("nan-break")
-        assert "nan-break: armed for when torch is imported" in out, out
+        out = s.run(command)
+        assert armed in " ".join(out.split()), out
         stop = s.run("c")
         assert "NaN" in stop or "Inf" in stop, stop
         assert "nan-break: 1 (Scale) output has 0 NaN, 8 Inf of 8 values" in stop, stop
