@@ -29,7 +29,10 @@ def nan_break_problems_note(frame, debugger) -> list[str]:
     if module is None:
         return []  # never imported: no nan-break was ever set, so none failed
     engine = module.nan_breaks()
-    lines, engine.messages = [f"llmpdb: {m}" for m in engine.messages[-5:]], []
+    lines = [f"llmpdb: {m}" for m in engine.messages]
+    if engine.failed > len(lines):
+        lines.append(f"llmpdb: nan-break: {engine.failed - len(lines)} more checks failed before these")
+    engine.messages, engine.failed = [], 0
     return lines
 
 

@@ -127,7 +127,8 @@ class NanBreak:
         self.checked = 0
         self.defer_on_cpu = False  # blocks read like a GPU's, once per forward, on the CPU too (tests, bench)
         self.deferred: DeferredReads | None = None  # the block checks waiting to be read (blocks only)
-        self.messages: list[str] = []
+        self.messages: list[str] = []  # checks that failed while the program ran (the last few)
+        self.failed = 0            # how many failed since the last stop said so
 
     @property
     def armed(self) -> bool:
@@ -137,6 +138,13 @@ class NanBreak:
     def pending(self) -> bool:
         """Armed before ``import torch``: the hooks go in once torch's module class exists."""
         return self._handle is None and not self._block_handles and after_import_pending(_OWNER)
+
+    def problem(self, text: str) -> None:
+        """A check failed (said at the next stop): the last 5 are kept, the rest counted, so a check
+        failing at every call of an eight-hour run holds no more memory than one."""
+        self.failed += 1
+        self.messages.append(text)
+        del self.messages[:-5]
 
     def arm(self, *, grad: bool = False, roots=(), blocks: bool = False) -> None:
         """Check outputs (``grad=False``) or gradients too (``grad=True``) from the next module call on:

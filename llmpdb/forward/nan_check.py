@@ -54,6 +54,13 @@ def compiling_function(found=None):
     return late
 
 
+def _cuda_capturing() -> bool:
+    """Whether the current CUDA stream is capturing a graph (asked for CUDA tensors only)."""
+    cuda = getattr(sys.modules.get("torch"), "cuda", None)
+    capturing = getattr(cuda, "is_current_stream_capturing", None)
+    return bool(capturing()) if callable(capturing) else False
+
+
 def output_check(engine, *, bad_values, caller, deferred=None):
     """The forward hook of ``engine`` (global, or on each block): checks each output tensor, registers
     gradient checks; ``bad_values(t)`` confirms and counts a non-finite sum, ``caller(frame)`` is the
@@ -74,6 +81,8 @@ def output_check(engine, *, bad_values, caller, deferred=None):
             return False
         grad = t.requires_grad
         if engine.outputs:
+            if not t.is_cpu and t.is_cuda and _cuda_capturing():
+                return False  # a CUDA graph is being captured: a read of a value would end the capture
             engine.checked += 1
             if deferred is not None and deferred.wanted(t):
                 deferred.add(module, path if isinstance(path, str) else f"output[{path}]",
@@ -106,7 +115,7 @@ def output_check(engine, *, bad_values, caller, deferred=None):
                 if bad is not None and ref() is not None:
                     engine._hit(ref(), f"grad of {path}", grad, bad, "gradient", caller(sys._getframe(1)))
             except Exception as exc:
-                engine.messages.append(f"nan-break gradient check failed: {type(exc).__name__}: {exc}")
+                engine.problem(f"nan-break gradient check failed: {type(exc).__name__}: {exc}")
             return None
 
         return on_grad
@@ -132,8 +141,7 @@ def output_check(engine, *, bad_values, caller, deferred=None):
                 if hit is not None:
                     engine._deferred_hit(module, hit, caller(sys._getframe(1)))
         except Exception as exc:  # a check must never become an error in the user's forward
-            engine.messages.append(f"nan-break check failed in {type(module).__name__}: "
-                                   f"{type(exc).__name__}: {exc}")
+            engine.problem(f"nan-break check failed in {type(module).__name__}: {type(exc).__name__}: {exc}")
         return None
 
     def _leaf_walk(module, value, base) -> bool:

@@ -57,8 +57,9 @@ class DeferredReads:
         self.reads = 0              # host reads made (one per device per flush, one more at a hit)
 
     def wanted(self, t) -> bool:
-        """Whether ``t``'s check is deferred (a device tensor, or any tensor with ``cpu``)."""
-        return self.cpu or not t.is_cpu
+        """Whether ``t``'s check is deferred: a device tensor (not MPS: it has no float64, so it is read
+        at once), or a CPU tensor with ``cpu``."""
+        return self.cpu if t.is_cpu else not t.is_mps
 
     def add(self, module, path, t) -> None:
         self.pending.append((module, path, device_sum(t), t.shape, t.dtype, t.device))

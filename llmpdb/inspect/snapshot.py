@@ -174,8 +174,10 @@ def _named_tensors(model: Any) -> tuple[dict[str, Any], dict[str, bool]]:
 
 def _local(t: Any) -> Any:
     """A DTensor's local shard (statistics on the global tensor would need collectives)."""
+    if type(t).__name__ != "DTensor":  # by type first: a missing attribute of a tensor costs a raised error
+        return t
     to_local = getattr(t, "to_local", None)
-    return to_local() if callable(to_local) and type(t).__name__ == "DTensor" else t
+    return to_local() if callable(to_local) else t
 
 
 def _shell(t: Any, is_param: bool, requires_grad: bool) -> TensorPrint:

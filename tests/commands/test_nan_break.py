@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import re
+
 import pytest
 import torch
 import torch.nn.modules.module as torch_module
@@ -128,7 +131,8 @@ def test_nan_break_skips_an_unchanged_child_output_but_checks_one_changed_in_pla
     assert not torch_module._global_forward_hooks
 
 
-def test_nan_break_folds_away_in_a_compiled_graph_without_graph_breaks():
+@pytest.mark.parametrize("blocks", [False, True])
+def test_nan_break_folds_away_in_a_compiled_graph_without_graph_breaks(blocks):
     import torch._dynamo.utils as dynamo_utils
     from llmpdb.forward.nan_break import NanBreak
     torch._dynamo.reset()
@@ -136,11 +140,14 @@ def test_nan_break_folds_away_in_a_compiled_graph_without_graph_breaks():
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8))
     hits = []
     engine = NanBreak(lambda frame, header: hits.append(header))
-    engine.arm(roots=[model])
+    engine.arm(roots=[model], blocks=blocks)
     try:
-        with pytest.warns(UserWarning):  # torch's note: global hooks fire for the OptimizedModule too
+        # torch's note for a global hook (not for the blocks' own): it fires for the OptimizedModule too
+        with contextlib.nullcontext() if blocks else pytest.warns(UserWarning):
             torch.compile(model, backend="eager")(torch.ones(2, 8))
         assert not dynamo_utils.counters["graph_break"] and not engine.messages and not hits
+        # folded away: nothing read inside the graph (a global hook reads the OptimizedModule's output)
+        assert engine.checked == (0 if blocks else 1)
         poisoned = torch.ones(2, 8)
         poisoned[1, 1] = float("nan")
         model(poisoned)  # eager again: checked
@@ -223,23 +230,32 @@ def test_nan_break_blocks_with_no_model_in_sight_takes_the_first_module_called()
     assert not any(m._forward_hooks for m in model.modules())
 
 
-def test_nan_break_blocks_fold_away_in_a_compiled_graph():
-    import torch._dynamo.utils as dynamo_utils
+def test_a_check_failing_at_every_call_keeps_five_messages_and_counts_the_rest():
+    from llmpdb.commands.nan_break import nan_break_problems_note
     from llmpdb.forward.nan_break import NanBreak
-    torch._dynamo.reset()
-    dynamo_utils.counters.clear()
-    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8))
-    hits = []
-    engine = NanBreak(lambda frame, header: hits.append(header))
-    engine.arm(roots=[model], blocks=True)
+
+    class Hostile(torch.Tensor):  # every torch function on it raises, the checks' too
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            raise RuntimeError("hostile tensor")
+
+    class Emits(torch.nn.Module):
+        def forward(self, x):
+            return torch.Tensor._make_subclass(Hostile, x)
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), Emits())
+    engine = nan_breaks()
+    assert isinstance(engine, NanBreak)
+    engine.stopper = lambda frame, header: pytest.fail(header)
+    engine.arm(roots=[model])
     try:
-        torch.compile(model, backend="eager")(torch.ones(2, 8))
-        assert not dynamo_utils.counters["graph_break"] and not engine.messages and not hits
-        assert engine.checked == 0  # folded away: nothing was read inside the graph
-        poisoned = torch.ones(2, 8)
-        poisoned[1, 1] = float("nan")
-        model(poisoned)  # eager again: checked
-        assert hits and hits[0].startswith("nan-break: 0 (Linear) output has 8 NaN")
+        for _ in range(200):
+            model(torch.ones(1, 2))
     finally:
         engine.disarm()
-        torch._dynamo.reset()
+    assert len(engine.messages) == 5 and engine.failed == 400  # Emits' output, then Sequential's: the same
+    lines = nan_break_problems_note(None, None)
+    assert len(lines) == 6 and lines[-1] == "llmpdb: nan-break: 395 more checks failed before these", lines
+    assert all(re.fullmatch(r"llmpdb: nan-break check failed in (Emits|Sequential): RuntimeError: hostile tensor",
+                            line) for line in lines[:5]), lines
+    assert nan_break_problems_note(None, None) == [] and engine.failed == 0

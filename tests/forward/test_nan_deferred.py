@@ -45,6 +45,14 @@ def armed(model, *, blocks, deferred, stops):
     return engine
 
 
+def deferred_llama():
+    """A tiny Llama with `nan-break --blocks` armed as on a GPU: (model, ids, stops, engine)."""
+    torch.manual_seed(0)
+    model = tiny_llama()
+    stops: list = []
+    return model, torch.randint(3, 200, (1, 7)), stops, armed(model, blocks=True, deferred=True, stops=stops)
+
+
 def test_deferred_block_checks_read_once_per_forward_where_reading_at_once_reads_each_block():
     torch.manual_seed(0)
     model = tiny_llama()
@@ -100,11 +108,7 @@ HEADER = re.compile(r"""nan-break: model\.layers\.1 \(LlamaDecoderLayer\) output
 
 
 def test_a_deferred_hit_stops_at_the_end_of_the_forward_naming_the_first_bad_block_then_the_module():
-    torch.manual_seed(0)
-    model = tiny_llama()
-    ids = torch.randint(3, 200, (1, 7))
-    stops: list = []
-    engine = armed(model, blocks=True, deferred=True, stops=stops)
+    model, ids, stops, engine = deferred_llama()
     with torch.no_grad():
         model.model.layers[1].mlp.down_proj.weight[0, 0] = float("nan")
         out = model(ids)
@@ -124,11 +128,7 @@ def test_a_deferred_hit_stops_at_the_end_of_the_forward_naming_the_first_bad_blo
 
 def test_a_bad_leaf_block_turns_the_checks_off_and_a_submodel_called_alone_is_still_read(monkeypatch):
     monkeypatch.setattr(nan_deferred, "LIMIT", 12)
-    torch.manual_seed(0)
-    model = tiny_llama()
-    ids = torch.randint(3, 200, (1, 7))
-    stops: list = []
-    engine = armed(model, blocks=True, deferred=True, stops=stops)
+    model, ids, stops, engine = deferred_llama()
     with torch.no_grad():
         for _ in range(3):  # the inner model alone: its hook is not the last of a forward; 6 checks each
             model.model(ids)

@@ -46,3 +46,26 @@ def test_batched_fingerprints_match_the_one_tensor_path(monkeypatch):
 def test_a_batch_holds_at_most_batch_elements():
     runs = fingerprint._batches([fingerprint.BATCH // 2, fingerprint.BATCH // 2, 1, fingerprint.BATCH])
     assert runs == [(0, 2), (2, 3), (3, 4)]
+
+
+def test_a_batch_layout_is_made_once_and_reused_with_the_same_answer_and_the_cache_is_bounded(monkeypatch):
+    import llmpdb.inspect.fingerprint_batch as batch
+
+    monkeypatch.setattr(batch, "_LAYOUTS", {})
+    tensors = _tensors()
+    first = fingerprint.fingerprints(tensors)
+    layouts = dict(batch._LAYOUTS)
+    assert layouts, "no batch was laid out"
+    again = fingerprint.fingerprints(tensors)
+    assert batch._LAYOUTS.keys() == layouts.keys()
+    assert all(batch._LAYOUTS[key] is value for key, value in layouts.items())  # nothing laid out again
+    for a, b in zip(first, again):
+        assert a == b if isinstance(a, str) else _same(a[:4], b[:4]) and _same(a[4], b[4])
+    other = [torch.randn(n) for n in (5, 6, 7)]
+    want = fingerprint.fingerprints(other)
+    monkeypatch.setattr(batch, "_LAYOUT_ELEMENTS", 1)  # every new layout starts the cache over
+    monkeypatch.setattr(batch, "_LAYOUTS", {})
+    assert [w[:4] for w in fingerprint.fingerprints(other)] == [w[:4] for w in want]
+    assert len(batch._LAYOUTS) == 1
+    fingerprint.fingerprints([torch.randn(9)])
+    assert list(batch._LAYOUTS) == [("cpu", (9,), fingerprint.SAMPLES)]
