@@ -68,8 +68,8 @@ class NanBreakCommands:
         engine.arm(grad=args.flag("--grad"), roots=[m for _, m in pairs], blocks=args.flag("--blocks"))
         when = "checking" if torch_loaded else "armed for when torch is imported: will check"
         if not engine.by_blocks:
-            what = " and ".join(k for k, on in (("module outputs", engine.outputs),
-                                                 ("output gradients", engine.grads)) if on)
+            what = " and ".join(k for k, on in (("module outputs", engine.outputs), ("output gradients", engine.grads))
+                                if on)
             text = (f"nan-break: {when} {what}; pauses at the first NaN/Inf, then turns off\n"
                     "  (`nan-break off` to remove; `nan-break --blocks` is cheaper, for long runs)")
         else:

@@ -10,9 +10,9 @@ Usage::
 
 Two grains; each ``arm`` sets it. By default every module call is checked (a global hook, so modules
 created later are checked too): the first hit is the first module whose output is not finite, about
-1.3x a plain forward on a tiny Llama. ``blocks=True`` checks the blocks of the model only
+1.25-1.35x a plain forward on a tiny Llama. ``blocks=True`` checks the blocks of the model only
 (``check_blocks``: the root, each decoder layer, the embeddings, norms and head between them; a few
-hooks per layer instead of one per module), about 1.05x, for a run left armed for hours. The first block
+hooks per layer instead of one per module), 1.04-1.11x, for a run left armed for hours. The first block
 whose output is not finite stops the program in that block's call; the header names the block and any
 parameter or buffer inside it that holds a NaN/Inf (read there, nothing is re-run), and from then on only
 the modules inside that block are checked, so its next call stops at the first bad module inside. On a

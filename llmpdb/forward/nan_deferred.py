@@ -42,6 +42,7 @@ def device_sum(t):
         return torch.where(torch.isfinite(t).all(), inf.new_zeros(()), inf)
     return t.to(torch.float32).sum(dtype=torch.float64)  # float8 kinds: no isfinite kernel of their own
 
+
 class DeferredHit(SimpleNamespace):
     """The first block whose output was not finite: ``module``, ``path`` ("output", "output[0]") and
     ``tensor`` (its shape, dtype and device only, for ``tensor_summary``)."""
