@@ -201,23 +201,29 @@ def _run(script: str, args: list[str], timeout: float) -> str:
 
 def bm_rows(rounds: int, tokens: int) -> list[tuple[str, str, str, str, str, str]]:
     out = _run("module_breakpoints_bench.py", ["--rounds", str(rounds), "--tokens", str(tokens)], 600)
-    found = dict(re.findall(r"^(cond false|pending|global hook)\s+[\d.]+\s+([\d.]+)\s*$", out, re.M))
+    found = dict(re.findall(r"^(cond false|pending|pending, seen|global hook)\s+[\d.]+\s+([\d.]+)\s*$", out,
+                            re.M))
     note = f"a no-op global pre-hook: {found.get('global hook', '?')}×"
     return [("bm if COND (false), generate()", f"{found.get('cond false', '?')}×", "—", "—", "—", note),
-            ("bm pending", f"{found.get('pending', '?')}×", "—", "—", "—", note)]
+            ("bm pending", f"{found.get('pending', '?')}×", "—", "—", "—",
+             f"{note}; the model's one look made before the clock: {found.get('pending, seen', '?')}×")]
 
 
 def step_rows(rounds: int, iters: int) -> list[tuple[str, str, str, str, str, str]]:
     out = _run("run_to_breakpoint.py", ["--rounds", str(rounds), "--iters", str(iters)], 600)
+    header = re.search(r"^\| setup \|(.*)\|\s*$", out, re.M)  # pdb++ is left out where it does not import
+    columns = [c.strip() for c in header.group(1).split("|")] if header else []
     rows = []
     for label, row in (("return out of a forward", "return out of a forward"),
                        ("next over generate()", "next over the call")):
-        match = re.search(rf"^\| {re.escape(row)} \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|", out, re.M)
-        if match is None:
+        match = re.search(rf"^\| {re.escape(row)} \|(.*)\|\s*$", out, re.M)
+        cells = dict(zip(columns, (c.strip() for c in match.group(1).split("|")))) if match else {}
+        if "llmpdb" not in cells:
             rows.append((label, "?", "?", "?", "—", "not measured (see the output above)"))
             continue
-        pdb, pdbpp, ours, steady = match.groups()
-        rows.append((label, f"{ours}×", f"{pdb}×", f"{pdbpp}×", "—", f"arming aside {steady}×"))
+        rows.append((label, f"{cells['llmpdb']}×", f"{cells.get('stdlib pdb', '?')}×",
+                     f"{cells['pdb++']}×" if "pdb++" in cells else "n/a", "—",
+                     f"arming aside {cells.get('llmpdb, arming aside', '?')}×"))
     return rows
 
 
@@ -225,7 +231,7 @@ def prompt_rows(rounds: int) -> list[tuple[str, str, str, str, str, str]]:
     out = _run("startup_bench.py", ["--only", "prompt", "--rounds", str(rounds)], 600)
     cells = dict((name, value) for name, value in re.findall(r"(stdlib pdb|pdb\+\+|llmpdb) ([\d.]+) s", out))
     ms = {name: f"{float(value) * 1000:.0f} ms" for name, value in cells.items()}
-    return [("first prompt", ms.get("llmpdb", "?"), ms.get("stdlib pdb", "?"), ms.get("pdb++", "?"), "—",
+    return [("first prompt", ms.get("llmpdb", "?"), ms.get("stdlib pdb", "?"), ms.get("pdb++", "n/a"), "—",
              "wall, a whole process")]
 
 

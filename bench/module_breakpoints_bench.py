@@ -15,6 +15,8 @@ of each is divided by the median of "none":
 - pending:          a pending breakpoint (``vision_tower.blocks.0``: matches no model yet), so llmpdb's
                     root watch, a global forward pre-hook, stays installed; this model was looked at on
                     its first call, so each later module call costs one dict lookup in the hook
+- pending, seen:    the same, with the model's one look made before the clock starts (an untimed
+                    forward): what each module call costs while a breakpoint stays pending
 - global hook:      for comparison, a no-op ``register_module_forward_pre_hook`` (the floor of any
                     global hook: torch leaves its hook-free fast path for every module call)
 
@@ -93,6 +95,18 @@ def main(argv=None) -> None:
         assert bp.pending and not hooks, "still pending; the root watch went with the breakpoint"
         return elapsed
 
+    def variant_pending_seen():
+        engine = ModuleBreakpointEngine(_never_stop)
+        bp = engine.add("vision_tower.blocks.0", [], pending=True)
+        with torch.no_grad():
+            model(ids)  # untimed: the one look at a model not seen before (a walk of its names)
+        try:
+            elapsed = run()
+        finally:
+            engine.clear()
+        assert bp.pending
+        return elapsed
+
     def variant_global_hook():
         handle = torch.nn.modules.module.register_module_forward_pre_hook(lambda module, inputs: None)
         try:
@@ -101,7 +115,7 @@ def main(argv=None) -> None:
             handle.remove()
 
     variants = {"none": variant_none, "armed elsewhere": variant_elsewhere, "cond false": variant_cond_false,
-                "pending": variant_pending, "global hook": variant_global_hook}
+                "pending": variant_pending, "pending, seen": variant_pending_seen, "global hook": variant_global_hook}
     for func in variants.values():  # warm up every path once
         func()
     times = {name: [] for name in variants}

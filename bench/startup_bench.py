@@ -51,7 +51,14 @@ def _env(**extra: str) -> dict:
 def debuggers() -> list[tuple[str, list[str], dict]]:
     found = [("stdlib pdb", [sys.executable, "-m", "pdb"], _env(PDBPP_HIJACK_PDB="0"))]
     if importlib.util.find_spec("pdbpp") is not None:
-        found.append(("pdb++", [sys.executable, "-m", "pdb"], _env(PDBPP_HIJACK_PDB="1")))
+        # installed is not enough: pdb++ 0.12.1 fails to import on 3.13.0
+        tried = subprocess.run([sys.executable, "-c", "import pdbpp"], env=_env(PDBPP_HIJACK_PDB="1"),
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+        if tried.returncode == 0:
+            found.append(("pdb++", [sys.executable, "-m", "pdb"], _env(PDBPP_HIJACK_PDB="1")))
+        else:
+            last = (tried.stdout.decode(errors="replace").strip().splitlines() or ["?"])[-1]
+            print(f"(pdb++ left out: it does not import here: {last})")
     found.append(("llmpdb", [sys.executable, "-m", "llmpdb"], _env()))
     return found
 
