@@ -9,11 +9,11 @@ Usage::
     engine.restart()                              # the program runs again: every breakpoint pending again
 
 How it stops: a forward pre-hook is registered on each matching module only, so other modules keep
-PyTorch's hook-free fast path and pay nothing. When a matching module is called, the pre-hook installs a
-one-shot trace function that waits for the ``call`` event of that module's ``forward`` code (decorators
-looked through), evaluates CONDITION there, with the arguments as locals, and hands the frame to the
-debugger (``llmpdb.hooks.set_trace(frame, header=...)``), which stops on the forward's first line. The
-trace is removed as soon as the forward starts, or when the module call returns without reaching it.
+PyTorch's hook-free fast path and pay nothing. When a matching module is called, the pre-hook waits for
+that module's ``forward`` code to start (decorators looked through; ``one_shot_monitor``: a local
+``PY_START`` event on that code on 3.12+, a one-shot trace function on 3.11), evaluates CONDITION there,
+with the arguments as locals, and hands the frame to the debugger (``llmpdb.hooks.set_trace(frame,
+header=...)``), which stops on the forward's first line. The wait ends as soon as the forward starts.
 
 Patterns: a qualified name from the root (``model.layers.1.self_attn``; a dotted suffix is enough:
 ``layers.1.self_attn``), a glob (``layers.*.mlp``, ``*self_attn``; ``*`` stays within one dotted part,
@@ -32,9 +32,10 @@ to a known model makes the next module call (one, via a one-shot global pre-hook
 module elsewhere is checked against class patterns only; re-registering a known module
 (``self.layers[:n]`` at every forward) costs one dict lookup. Measured in
 ``bench/module_breakpoints_bench.py``: a breakpoint armed elsewhere costs a tiny Llama ``generate()``
-nothing measurable; one on a module called every step, with a false condition, about 10-15%; while a
-breakpoint is pending, about 12% (the global pre-hook: torch leaves its hook-free fast path, about 8%
-with a no-op hook, plus one dict lookup); with nothing pending no global hook is installed.
+nothing measurable; one on a module called every step, with a false condition, 6-8% (3.11-3.13; it was
+23% on 3.12 and 3.13 with the trace function, which instruments every code object run meanwhile); while
+a breakpoint is pending, 8-15% (the global pre-hook: torch leaves its hook-free fast path, 4-9% with a
+no-op hook, plus one dict lookup); with nothing pending no global hook is installed.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ from ..inspect.modules import code_of, is_module
 from ..session import SESSION
 from .breakpoint_names import exception_line, labelled, stack_name
 from .arming import AfterImport, after_import_pending, register_pre_hook, remove_after_imports
-from .one_shot import OneShotTrace, hook_caller
+from .one_shot import hook_caller
+from .one_shot_monitor import forget_waits, one_shot
 from .pending import RootWatch
 
 _OWNER = "break-module"  # its AfterImport finder (nan-break has its own)
@@ -183,6 +185,7 @@ class ModuleBreakpointEngine:
             self._unwatch()
             self._known.clear()
             remove_after_imports(_OWNER)
+            forget_waits()  # a forward waited for (3.12+) stops being watched
         self._update_root_watch()
         return bp
 
@@ -195,6 +198,7 @@ class ModuleBreakpointEngine:
             handle.remove()
         self._armed.clear()
         self._known.clear()
+        forget_waits()
         self._unwatch()  # the root watch forgets the models it saw; installed again below
         for bp in self._bps.values():
             bp.labels.clear()
@@ -368,9 +372,8 @@ class ModuleBreakpointEngine:
             except TypeError:
                 forward = type(module).forward
             code = code_of(forward)
-            OneShotTrace(module, code, lambda frame: self._arrive(module, frame, pending),
-                         caller or hook_caller(sys._getframe(1)),
-                         on_error=lambda exc: self._report("stop", exc)).install()
+            one_shot(module, code, lambda frame: self._arrive(module, frame, pending),
+                     caller or hook_caller(sys._getframe(1)), on_error=lambda exc: self._report("stop", exc)).install()
         return None
 
     def _arrive(self, module, frame, pending: list[ModuleBreakpoint]) -> None:

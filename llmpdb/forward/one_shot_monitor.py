@@ -1,0 +1,130 @@
+"""Stop at the entry of one module's ``forward`` on Python 3.12+: a ``PY_START`` event on that code only.
+
+Usage::
+
+    waiter = one_shot(module, code, on_arrive, caller=hook_caller(sys._getframe(1)), on_error=report)
+    waiter.install()          # OneShotMonitor where sys.monitoring has a free tool id, else OneShotTrace
+
+``OneShotTrace`` turns on a global trace function until the forward starts; on 3.12 and 3.13 that
+instruments every code object run meanwhile and costs a tiny Llama ``generate()`` with a breakpoint
+condition that is never true about 20% (``bench/module_breakpoints_bench.py``). ``OneShotMonitor``
+enables one local event, ``PY_START`` of the forward's code, on a ``sys.monitoring`` tool id of its own
+(named ``"llmpdb"``, taken while something waits and given back after): other code is never
+instrumented, and a trace function or a monitoring tool already in use sees nothing of it.
+
+At the event, the starting frame must run for ``module`` (``self``), and ``caller`` (torch's
+``_call_impl``, which ran the pre-hook) must be among its first callers: a forward of another instance
+of the class, or one called without ``module(...)``, keeps waiting. Then the event is turned off and
+``on_arrive(frame)`` runs, its errors handed to ``on_error``. A wait that never arrives (a later
+pre-hook raised) is replaced by the module's next call, or ended by ``forget_waits``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ..inspect.modules import frame_self
+from .one_shot import OneShotTrace
+
+__all__ = ["OneShotMonitor", "one_shot", "forget_waits"]
+
+_MON = getattr(sys, "monitoring", None)
+TOOL_NAME = "llmpdb"
+_TOOL_IDS = (3, 4, _MON.DEBUGGER_ID) if _MON is not None else ()
+_CALLERS = 8  # frames looked up from the forward for torch's module call (decorator wrappers between)
+
+
+class _Waits:
+    """The forwards waited for, by code: ``id(code) -> OneShotMonitor``; the tool id while any waits."""
+
+    def __init__(self):
+        self.by_code: dict[int, OneShotMonitor] = {}
+        self.tool: int | None = None
+
+    def acquire(self) -> bool:
+        if self.tool is not None:
+            return True
+        for tool in _TOOL_IDS:
+            if _MON.get_tool(tool) is None:
+                _MON.use_tool_id(tool, TOOL_NAME)
+                _MON.register_callback(tool, _MON.events.PY_START, self.on_start)
+                self.tool = tool
+                return True
+        return False
+
+    def release_if_idle(self) -> None:
+        if self.by_code or self.tool is None:
+            return
+        tool, self.tool = self.tool, None
+        _MON.register_callback(tool, _MON.events.PY_START, None)
+        _MON.free_tool_id(tool)
+
+    def drop(self, waiter: OneShotMonitor) -> None:
+        if self.by_code.get(id(waiter.code)) is waiter:
+            del self.by_code[id(waiter.code)]
+            if self.tool is not None:
+                _MON.set_local_events(self.tool, waiter.code, 0)
+        self.release_if_idle()
+
+    def on_start(self, code, offset):
+        waiter = self.by_code.get(id(code))
+        if waiter is None or waiter.code is not code:
+            return None  # the code of a wait already ended (or of a recycled id): nothing to do
+        frame = sys._getframe(1)
+        if not waiter.arrived(frame):
+            return None  # another instance's forward, or one not called through this module call
+        self.drop(waiter)
+        try:
+            waiter.on_arrive(frame)
+        except Exception as exc:
+            if waiter.on_error is None:
+                raise
+            waiter.on_error(exc)
+        return None
+
+
+_WAITS = _Waits()
+
+
+class OneShotMonitor:
+    """Waits for ``module``'s forward (``code``) to start, through a local ``PY_START`` event."""
+
+    def __init__(self, module, code, on_arrive, caller, on_error=None):
+        self.module_id = id(module)
+        self.code, self.on_arrive, self.on_error = code, on_arrive, on_error
+        self.caller = caller  # held until the wait ends: an id could be reused once that call returned
+
+    def install(self) -> None:
+        previous = _WAITS.by_code.get(id(self.code))
+        _WAITS.by_code[id(self.code)] = self  # one wait per code: a newer call of the module replaces it
+        if previous is None or previous.code is not self.code:
+            _MON.set_local_events(_WAITS.tool, self.code, _MON.events.PY_START)
+
+    def arrived(self, frame) -> bool:
+        if id(frame_self(frame)) != self.module_id:
+            return False
+        if self.caller is None:
+            return True
+        walk = frame.f_back
+        for _ in range(_CALLERS):
+            if walk is None:
+                return False
+            if walk is self.caller:
+                return True
+            walk = walk.f_back
+        return False
+
+
+def forget_waits() -> None:
+    """Usage: ``forget_waits()`` when the breakpoints change: every wait ends, the tool id is given back."""
+    for waiter in list(_WAITS.by_code.values()):
+        _WAITS.drop(waiter)
+    _WAITS.release_if_idle()
+
+
+def one_shot(module, code, on_arrive, caller, on_error=None):
+    """A ``OneShotMonitor`` where it can be used (3.12+, a Python forward, a free tool id), else a
+    ``OneShotTrace``; either way ``.install()`` it."""
+    if _MON is not None and code is not None and _WAITS.acquire():
+        return OneShotMonitor(module, code, on_arrive, caller, on_error)
+    return OneShotTrace(module, code, on_arrive, caller, on_error)
