@@ -10,7 +10,7 @@ At the breakpoint (first step, after the loss) only rank 0 prompts, ``(llmpdb r0
 same line and resumes when rank 0 continues. Environment: ``DDP_TIMEOUT`` (seconds, default 1800) is the
 process group's timeout: a pause at the prompt longer than it is harmless, since waiting ranks wait through
 the c10d store, not a collective. ``DDP_STEPS`` (default 3) steps. ``DDP_LATE_RANK=0`` makes rank 0 reach the first breakpoint ``DDP_LATE_SECONDS`` (8) after the others.
-``DDP_LONE_RANK=1`` adds a breakpoint
+``DDP_BREAK=0`` leaves that breakpoint out. ``DDP_LONE_RANK=1`` adds a breakpoint
 after training that only rank 1 reaches; ``DDP_FAIL_RANK=1`` makes rank 1 raise after training. ``DDP_HANG=1`` makes the job hang after training: rank 0 in an
 all-reduce that rank 1 never joins, rank 1 in a loop waiting for a file; ``python -m llmpdb ranks --job``
 from another terminal shows both.
@@ -48,7 +48,7 @@ def main() -> None:
         batch = torch.randn(16, 4, generator=generator)
         target = batch.sum(dim=1, keepdim=True)
         loss = nn.functional.mse_loss(model(batch), target)
-        if step == 0:
+        if step == 0 and os.environ.get("DDP_BREAK", "1") != "0":
             if rank == int(os.environ.get("DDP_LATE_RANK", "-1")):
                 time.sleep(float(os.environ.get("DDP_LATE_SECONDS", "8")))  # arrives after the others
             breakpoint()  # every rank: rank 0 prompts, the others wait here

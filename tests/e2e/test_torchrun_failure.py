@@ -112,7 +112,9 @@ def test_ctrl_c_while_the_job_runs_ends_it_cleanly_instead_of_opening_a_prompt_t
     """Ctrl-C while the job runs: torchrun forwards SIGINT to every rank and SIGKILLs them 30 s later. The
     rank with llmpdb's handler (rank 1 here, `--rank 1 -c continue`) used to open "Program interrupted"
     there, and a rank without it a post-mortem of KeyboardInterrupt; now each ends at once, saying why."""
-    env = dict(DDP_HANG="1", DDP_TIMEOUT="5", TMPDIR=str(tmp_path), LLMPDB_DUMP_POLL="0")
+    # DDP_BREAK=0: no breakpoint() on the way, so the Ctrl-C always finds the ranks running (start-up,
+    # training or the hang), never at a prompt that rank 1 reached first (a fast machine got there in 1 s)
+    env = dict(DDP_HANG="1", DDP_BREAK="0", DDP_TIMEOUT="5", TMPDIR=str(tmp_path), LLMPDB_DUMP_POLL="0")
     with torchrun(["-m", "llmpdb", "--rank", "1", "-c", "continue", EXAMPLE], **env) as session:
         deadline = time.monotonic() + 40
         while not list(tmp_path.glob("llmpdb-jobs-*/*.json")) and time.monotonic() < deadline:
