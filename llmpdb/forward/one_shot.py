@@ -19,7 +19,7 @@ import sys
 
 from ..inspect.modules import frame_self
 
-__all__ = ["OneShotTrace", "hook_caller"]
+__all__ = ["OneShotTrace", "arrive", "hook_caller"]
 
 
 MODULE_PY = os.path.join("torch", "nn", "modules", "module.py")
@@ -35,6 +35,16 @@ def hook_caller(frame):
             return current
         current = current.f_back
     return frame
+
+
+def arrive(on_arrive, on_error, frame) -> None:
+    """Run ``on_arrive(frame)``; an exception it raises goes to ``on_error`` (raised where there is none)."""
+    try:
+        on_arrive(frame)
+    except Exception as exc:
+        if on_error is None:
+            raise
+        on_error(exc)
 
 
 class OneShotTrace:
@@ -74,12 +84,7 @@ class OneShotTrace:
     def on_call(self, frame, event, arg):
         if event == "call" and self._is_target(frame):
             self.finish()
-            try:
-                self.on_arrive(frame)
-            except Exception as exc:
-                if self.on_error is None:
-                    raise
-                self.on_error(exc)
+            arrive(self.on_arrive, self.on_error, frame)
             return frame.f_trace
         if self.previous is not None:
             return self.previous(frame, event, arg)

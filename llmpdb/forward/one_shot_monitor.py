@@ -24,7 +24,7 @@ from __future__ import annotations
 import sys
 
 from ..inspect.modules import frame_self
-from .one_shot import OneShotTrace
+from .one_shot import OneShotTrace, arrive
 
 __all__ = ["OneShotMonitor", "one_shot", "forget_waits"]
 
@@ -74,12 +74,7 @@ class _Waits:
         if not waiter.arrived(frame):
             return None  # another instance's forward, or one not called through this module call
         self.drop(waiter)
-        try:
-            waiter.on_arrive(frame)
-        except Exception as exc:
-            if waiter.on_error is None:
-                raise
-            waiter.on_error(exc)
+        arrive(waiter.on_arrive, waiter.on_error, frame)
         return None
 
 
