@@ -118,6 +118,16 @@ def _key_bindings():
             buffer.text = document.text.rstrip()
         buffer.validate_and_handle()
 
+    from .suspend import can_stop_job
+
+    if can_stop_job():
+        @bindings.add("c-z")
+        def _stop_job(event) -> None:  # over prompt_toolkit's own, which could draw before the stop
+            from prompt_toolkit.application import run_in_terminal
+            from .suspend import stop_job
+
+            run_in_terminal(stop_job)
+
     return bindings
 
 
@@ -139,7 +149,7 @@ class Console:
             completer=_completer(self),
             complete_while_typing=False, multiline=True, key_bindings=_key_bindings(),
             prompt_continuation=lambda width, line, wrap: "...".ljust(width), enable_history_search=False,
-            reserve_space_for_menu=6, style=Style.from_dict(_COLOUR_STYLE), enable_suspend=True)
+            reserve_space_for_menu=6, style=Style.from_dict(_COLOUR_STYLE), enable_suspend=False)
         # While it reads, prompt_toolkit puts its own pdb behind breakpoint() (when the hook is Python's
         # default): another thread's breakpoint() would open a plain pdb beside this stop instead of waiting
         # for its turn at llmpdb's gate. The program's breakpoint() stays what it was.

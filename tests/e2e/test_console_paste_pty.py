@@ -8,6 +8,7 @@ as a shell user expects, and ``fg`` gives a fresh prompt (it inserted a literal 
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 import time
@@ -72,6 +73,53 @@ def test_ctrl_z_suspends_and_fg_gives_a_fresh_prompt(tmp_path):
         s.child.send("+1\r")
         text = s.wait_prompt()
         assert text.split("\n", 1)[1].strip() == "2", clean(text)
+        assert s.run("p x * 7").strip() == "42"
+        out = s.finish("c")
+        assert "finished 6" in out and "JOB-ENDED-0" in out
+
+
+GROUP_SCRIPT = """\
+import subprocess
+helper = subprocess.Popen(["sleep", "120"])
+print("HELPER", helper.pid, flush=True)
+x = 6
+import llmpdb; llmpdb.set_trace()
+helper.kill()
+print("finished", x)
+"""
+
+
+def _process_state(pid: int, wanted: str, bound: float = 5.0) -> str:
+    """The process's state letter, the first time it is ``wanted`` within ``bound`` seconds, else the last
+    seen (a signalled process stops, or goes back to sleep, when it next runs)."""
+    deadline = time.monotonic() + bound
+    while True:
+        with open(f"/proc/{pid}/stat") as stat:
+            state = stat.read().rsplit(")", 1)[1].split()[0]
+        if state == wanted or time.monotonic() > deadline:
+            return state
+        time.sleep(0.01)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads process states from /proc")
+def test_ctrl_z_stops_the_whole_job_and_fg_continues_it(tmp_path):
+    """The job is the process group: a helper the program started (a data-loader worker, ``sleep``) is
+    stopped with it, as a terminal's own Ctrl-Z would, and runs again after ``fg``."""
+    script = tmp_path / "group.py"
+    script.write_text(GROUP_SCRIPT)
+    shell = (f"set -m; {shlex.quote(sys.executable)} {shlex.quote(str(script))}; echo SHELL-SAW-$?; "
+             "read -r go; fg; echo JOB-ENDED-$?")  # the shell waits for a line before `fg`
+    with PtySession(["-c", shell], env={"PYTHONPATH": ROOT}, timeout=60, executable="/bin/bash") as s:
+        s.child.expect(r"HELPER (\d+)")
+        helper = int(s.child.match.group(1))
+        s.wait_prompt()
+        assert _process_state(helper, "S") == "S"
+        s.child.send("\x1a")
+        s.child.expect_exact("SHELL-SAW-148", timeout=30)
+        assert _process_state(helper, "T") == "T"  # stopped with the debugger's own process
+        s.child.send("\r")  # the shell's `read`, then `fg`
+        s.wait_prompt()
+        assert _process_state(helper, "S") == "S"  # `fg` continued the whole group
         assert s.run("p x * 7").strip() == "42"
         out = s.finish("c")
         assert "finished 6" in out and "JOB-ENDED-0" in out
