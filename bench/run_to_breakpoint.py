@@ -247,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workload", choices=("llama", "pure"), default=None)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--iters", type=int, default=10)
+    parser.add_argument("--rows", default="", help="only the rows whose name contains one of these "
+                        "comma-separated words (``--rows return,next``)")
     args = parser.parse_args(argv)
     workload = args.workload
     if workload is None:
@@ -265,6 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     debuggers = [("stdlib pdb", stdlib_pdb.Pdb), ("pdb++", _pdbpp_class()), ("llmpdb", LlmpdbEnginePdb)]
     debuggers = [(name, cls) for name, cls in debuggers if cls is not None]
     table = rows(workload, script, llama)
+    wanted = [word.strip() for word in args.rows.split(",") if word.strip()]
+    if wanted:
+        table = [(row, commands) for row, commands in table if any(word in row for word in wanted)]
     print(f"Python {sys.version.split()[0]}, workload {workload}, engine {engine_kind()}, "
           f"{args.rounds} rounds x {args.iters} iterations, interleaved; ratios to plain Python, same round")
     run_plain(script)  # warm up caches and lazy imports

@@ -12,9 +12,16 @@ One tool id named ``"llmpdb"`` (``DEBUGGER_ID``, else 3 or 4). Events:
 - ``JUMP``: a backward jump within one line is a line event for ``sys.settrace``, so it is one here;
 - WATCH mode (``next``/``until``/``return``): ``PY_RETURN``/``STOP_ITERATION`` on the code of the watched
   frames, ``LINE``/``JUMP`` on the code of ``stopframe`` only (the frame pdb stops in at a line: lines of
-  ``returnframe`` alone never stop), ``RAISE``/``PY_UNWIND`` globally (they cannot be local). A line of the
+  ``returnframe`` alone never stop), ``RAISE``/``PY_UNWIND`` globally (they cannot be local; the
+  callbacks turn other code away by identity first: a ``generate()`` raises 700 times). A line of the
   stop frame below ``stoplineno`` (``until``) answers ``DISABLE`` (events are restarted when the plan
-  changes); events of other frames running the same code are ignored;
+  changes); events of other frames running the same code are ignored. For ``return`` (``stopframe`` is
+  the caller of ``returnframe``, no line limit) nothing can stop in the caller before ``returnframe``'s own
+  return or unwind, where pdb stops: until then only ``returnframe``'s code is watched, and no ``RAISE``
+  (an exception inside ``returnframe`` never stops pdb there). Its caller is usually torch's
+  ``Module._call_impl``, which every module call within the forward runs (its lines cost ``return`` out of
+  a forward a fifth of the forward's time); after that return, if pdb did not stop, the caller is
+  watched as usual;
 - a breakpoint line whose breakpoints all carry a condition has the conditions evaluated in the callback
   (``conditions.ConditionCache``): pdb hears of it only when one is true, raises, or cannot be judged.
 
@@ -52,6 +59,7 @@ if _MON is not None:
     _RETURN_EVENTS = _E.PY_RETURN | _E.STOP_ITERATION
     _GLOBAL_CONTINUE = _E.PY_START | _E.PY_RESUME
     _GLOBAL_WATCH = _GLOBAL_CONTINUE | _E.RAISE | _E.PY_UNWIND
+    _GLOBAL_RETURNING = _GLOBAL_CONTINUE | _E.PY_UNWIND  # ``return``: an exception in returnframe never stops
 
 
 class MonitoringEngine(EngineBase):
@@ -72,6 +80,9 @@ class MonitoringEngine(EngineBase):
         self.stop_frame = None  # pdb.stopframe in WATCH mode
         self.stop_lineno = 0  # pdb.stoplineno in WATCH mode: lines below it in stop_frame never stop
         self.watch_disabled = False  # a watched line answered DISABLE: restart events when the plan changes
+        self.returning = None  # returnframe, while only it is watched (``return``: ``_watch_plan``)
+        self.returned = None  # a returnframe that returned or unwound: its caller is watched again
+        self.watch_code_a = self.watch_code_b = None  # the watched frames' code (at most two frames)
         self.plans: dict[int, tuple[Any, frozenset[int], str]] = {}  # identity(code) -> (code, lines, canonic file)
         self.conditions = ConditionCache()
         self.key: tuple | None = None
@@ -113,13 +124,28 @@ class MonitoringEngine(EngineBase):
             events |= _WATCH_EVENTS if identity(code) in self.line_codes else _RETURN_EVENTS
         return events
 
+    def _watch_plan(self, mode: str) -> tuple:
+        """(watched frames, stop frame, stop line) for ``mode``: for ``return``, ``returnframe`` alone until
+        it ends (module doc); else ``stopframe`` and ``returnframe``."""
+        pdb = self.pdb
+        if mode != WATCH:
+            self.returning = self.returned = None
+            return (), None, 0
+        stop_frame, return_frame = pdb.stopframe, pdb.returnframe
+        if self.returned is not None and self.returned is not return_frame:
+            self.returned = None
+        if (return_frame is not None and stop_frame is not None and pdb.stoplineno == 0
+                and return_frame is not self.returned and return_frame.f_back is stop_frame):
+            self.returning = return_frame
+            return (return_frame,), None, 0
+        self.returning = None
+        return pdb.fb_watched_frames(), stop_frame, pdb.stoplineno
+
     def activate(self, mode: str, frame) -> None:
         """Deliver the events of ``mode`` (CONTINUE or WATCH) from now on; ``frame`` is where pdb stopped."""
         pdb = self.pdb
         breaks = pdb.fb_breakpoint_lines()
-        watched = pdb.fb_watched_frames() if mode == WATCH else ()
-        stop_frame = pdb.stopframe if mode == WATCH else None
-        stop_lineno = pdb.stoplineno if mode == WATCH else 0
+        watched, stop_frame, stop_lineno = self._watch_plan(mode)
         key = (mode, tuple(identity(f) for f in watched), identity(stop_frame), stop_lineno)
         self.watch_seen = (pdb.stopframe, pdb.returnframe, pdb.stoplineno)
         if self.tool is not None and key == self.key and breaks == self.breaks:
@@ -137,6 +163,8 @@ class MonitoringEngine(EngineBase):
         line_codes = {identity(stop_frame.f_code)} if stop_frame is not None else set()
         restart = restart or bool(new_codes - self.watched_codes) or bool(line_codes - self.line_codes)
         self.watched, self.watched_codes, self.key = watched, new_codes, key
+        codes = [f.f_code for f in watched]
+        self.watch_code_a, self.watch_code_b = (codes + [None, None])[:2]  # (``_watched_code``)
         self.line_codes, self.stop_frame, self.stop_lineno = line_codes, stop_frame, stop_lineno
         self.thread = threading.get_ident()
         for code, _ in list(self.local.values()):
@@ -149,13 +177,17 @@ class MonitoringEngine(EngineBase):
             walk = walk.f_back
         for watched_frame in watched:
             self._set_local(watched_frame.f_code, self._wanted_local(watched_frame.f_code))
-        _MON.set_events(self.tool, _GLOBAL_WATCH if mode == WATCH else _GLOBAL_CONTINUE)
+        if mode != WATCH:
+            _MON.set_events(self.tool, _GLOBAL_CONTINUE)
+        else:
+            _MON.set_events(self.tool, _GLOBAL_RETURNING if self.returning is not None else _GLOBAL_WATCH)
         if restart:
             _MON.restart_events()
         return None
 
     def resume_quickly(self, mode: str, frame) -> bool:
-        return self.tool is not None and EngineBase.resume_quickly(self, mode, frame)
+        return (self.tool is not None and (self.returning is None or self.returned is None)
+                and EngineBase.resume_quickly(self, mode, frame))
 
     def refresh(self) -> None:
         """Breakpoints changed while running: re-arm with the debugged thread's current stack."""
@@ -186,6 +218,8 @@ class MonitoringEngine(EngineBase):
         self.key = None
         self.watched, self.watched_codes = (), set()
         self.line_codes, self.stop_frame, self.watch_disabled = set(), None, False
+        self.returning = self.returned = None
+        self.watch_code_a = self.watch_code_b = None
         if tool is None:
             return
         try:
@@ -271,19 +305,36 @@ class MonitoringEngine(EngineBase):
             return _DISABLE  # a different line: the LINE event at the target reports it
         return self._on_line(code, line, sys._getframe(1))
 
+    # RAISE and PY_UNWIND are global: every exception raised or passing through any frame while a
+    # ``next`` or ``return`` runs (700 of each in a tiny Llama's ``generate()``) calls these. The code
+    # object, compared by identity, turns away all but the watched frames' code before anything else.
     def _on_return(self, code, offset, value):
+        if code is not self.watch_code_a and code is not self.watch_code_b:
+            return None
         frame = sys._getframe(1)
         if self.tool is not None and not self.state["depth"] and self._watched_frame(frame):
-            self.pdb.fb_deliver(frame, "return", value)
+            self._deliver_return(frame, value)
         return None
 
     def _on_unwind(self, code, offset, exc):
+        if code is not self.watch_code_a and code is not self.watch_code_b:
+            return None
         frame = sys._getframe(1)
         if self.tool is not None and not self.state["depth"] and self._watched_frame(frame):
-            self.pdb.fb_deliver(frame, "return", None)
+            self._deliver_return(frame, None)
         return None
 
+    def _deliver_return(self, frame, value) -> None:
+        returning = frame is self.returning
+        if returning:
+            self.returned = frame  # from now on the caller's events matter (``_watch_plan``)
+        self.pdb.fb_deliver(frame, "return", value)
+        if returning and self.returning is frame and self.tool is not None and self.state["mode"] == WATCH:
+            self.activate(WATCH, frame)  # pdb did not stop and waits as before: watch the caller now
+
     def _on_exception(self, code, offset, exc):
+        if code is not self.watch_code_a and code is not self.watch_code_b:
+            return None
         frame = sys._getframe(1)
         if self.tool is not None and not self.state["depth"] and self._watched_frame(frame):
             self.pdb.fb_deliver(frame, "exception", (type(exc), exc, exc.__traceback__))

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from breakpoint_sessions import both, run_session, stops
+from breakpoint_sessions import FastPdb, both, run_session, stops
 from breakpoint_sessions import fresh_breakpoints, mods  # noqa: F401  (fixtures)
 from llmpdb.breakpoints import CONTINUE, WATCH, FastBreakpointsMixin
 
@@ -200,3 +200,53 @@ def test_until_again_and_return_from_one_frame(mods):
     assert stops(text)[:3] == ["work:15", f"helper:{loop - 2}", f"helper:{loop - 1}"]
     assert "--Return--" in text
     assert WATCH in fast.modes_seen
+
+
+DISPATCH = '''\
+import sys
+SEEN = []
+
+
+def call(f, *args):  # as torch's Module._call_impl: every module call runs this code
+    result = f(*args)  # L:call
+    return result
+
+
+def leaf(x):
+    monitoring = getattr(sys, "monitoring", None)
+    if monitoring is not None:
+        SEEN.append(max(monitoring.get_local_events(tool, call.__code__) for tool in range(6)))
+    return x + 1
+
+
+def forward(n):
+    total = 0  # L:forward-first
+    for i in range(n):
+        total += call(leaf, i)
+    return total  # L:forward-return
+
+
+def main(n):
+    out = call(forward, n)
+    return out * 2
+'''
+
+
+def test_return_out_of_a_forward_watches_the_forward_not_its_dispatcher(tmp_path):
+    """``r`` in a function called through a dispatcher that its own body calls again (a forward, called
+    through ``Module._call_impl``, calling submodules through it): pdb's stops and transcript, and on
+    ``sys.monitoring`` no event is enabled on the dispatcher's code until the forward returns."""
+    from breakpoint_sessions import load
+
+    target = load(tmp_path, "bp_dispatch", DISPATCH)
+    first, ret = target.LINES["forward-first"], target.LINES["forward-return"]
+    commands = [f"b {target.__file__}:{first}", "c", "r", "n", "n", "c"]
+    fast, text = both(target.main, commands, 5)
+    call_line = target.LINES["call"]
+    assert stops(text) == ["main:25", f"forward:{first}", f"forward:{ret}", f"call:{call_line + 1}",
+                           f"call:{call_line + 1}"], text
+    assert "--Return--" in text and WATCH in fast.modes_seen
+    target.SEEN.clear()
+    run_session(FastPdb, target.main, commands, 5)
+    if sys.version_info >= (3, 12):
+        assert target.SEEN == [0] * 5  # the dispatcher's lines and returns cost the forward nothing
