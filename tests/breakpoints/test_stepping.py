@@ -250,3 +250,17 @@ def test_return_out_of_a_forward_watches_the_forward_not_its_dispatcher(tmp_path
     run_session(FastPdb, target.main, commands, 5)
     if sys.version_info >= (3, 12):
         assert target.SEEN == [0] * 5  # the dispatcher's lines and returns cost the forward nothing
+
+
+def test_return_out_of_a_raising_call_stops_at_its_unwind_then_in_the_caller(mods):
+    """``s`` into ``helper(None)`` (it raises), ``r``: pdb stops at helper's end (``--Return--`` with no
+    value), then ``n`` goes on in the caller's ``except``; exceptions inside helper itself never stop."""
+    target, _ = mods
+    commands = ["n", "n", "s", "r", "n", "n", "n", "c"]
+    fast, text = both(target.raises_inside, commands)
+    call, caught, helper = target.LINES["raise-call"], target.LINES["except"], target.LINES["loop"] - 3
+    assert stops(text) == [f"raises_inside:{call - 2}", f"raises_inside:{call - 1}", f"raises_inside:{call}",
+                           f"helper:{helper}", f"helper:{helper + 2}", f"raises_inside:{call}",
+                           f"raises_inside:{call + 1}", f"raises_inside:{caught}"]
+    assert "--Call--" in text and "--Return--" in text and "->None" in text and "TypeError" in text
+    assert WATCH in fast.modes_seen
