@@ -224,7 +224,8 @@ def bm_rows(rounds: int, tokens: int) -> list[tuple[str, str, str, str, str, str
 
 
 def step_rows(rounds: int, iters: int) -> list[tuple[str, str, str, str, str, str]]:
-    out = _run("run_to_breakpoint.py", ["--rounds", str(rounds), "--iters", str(iters)], 600)
+    out = _run("run_to_breakpoint.py", ["--rounds", str(rounds), "--iters", str(iters), "--rows", "return,next"],
+               600)
     header = re.search(r"^\| setup \|(.*)\|\s*$", out, re.M)  # pdb++ is left out where it does not import
     columns = [c.strip() for c in header.group(1).split("|")] if header else []
     rows = []
