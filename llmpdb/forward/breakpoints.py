@@ -127,6 +127,7 @@ class ModuleBreakpointEngine:
         self._roots = RootWatch(self._on_new_root)  # installed while a breakpoint is pending
         self._known: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # modules under the roots
         self.messages: list[str] = []  # problems met while running (a condition that raised...)
+        self._codes: dict[int, tuple[object, object]] = {}  # id(forward) -> (forward, its code): ``_code``
 
     def _report(self, where: str, exc: BaseException) -> None:
         """Keep the problem for the next stop (a stop note prints it) and for the listing; the program goes on."""
@@ -367,14 +368,26 @@ class ModuleBreakpointEngine:
                     continue
             pending.append(bp)
         if pending:
-            try:
-                forward = vars(module).get("forward") or type(module).forward
-            except TypeError:
-                forward = type(module).forward
-            code = code_of(forward)
+            code = self._code(module)
             one_shot(module, code, lambda frame: self._arrive(module, frame, pending),
                      caller or hook_caller(sys._getframe(1)), on_error=lambda exc: self._report("stop", exc)).install()
         return None
+
+    def _code(self, module):
+        """The code the module's ``forward`` runs (decorators looked through), kept by the forward's
+        identity: unwrapping transformers' decorators costs a few microseconds at every call."""
+        try:
+            forward = vars(module).get("forward") or type(module).forward
+        except TypeError:
+            forward = type(module).forward
+        entry = self._codes.get(id(forward))
+        if entry is not None and entry[0] is forward:
+            return entry[1]
+        code = code_of(forward)
+        if len(self._codes) > 1000:
+            self._codes.clear()
+        self._codes[id(forward)] = (forward, code)
+        return code
 
     def _arrive(self, module, frame, pending: list[ModuleBreakpoint]) -> None:
         fired = []
