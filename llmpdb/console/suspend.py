@@ -13,7 +13,9 @@ producer piped into the program, data-loader workers) are sent SIGTSTP one by on
 it to itself: a signal directed at the calling thread is taken before the call returns, so this function
 returns only once the process has stopped and been continued. Where a process group is orphaned (a
 launcher without job control) the kernel drops the signal and nothing happens, as with a terminal's
-Ctrl-Z. Where processes cannot be listed (no ``/proc``), the group is signalled as prompt_toolkit does.
+Ctrl-Z. Where processes cannot be listed (no ``/proc``), or the program has a SIGTSTP handler of its own,
+the group is signalled as a terminal does; where the program ignores SIGTSTP, nothing is stopped (the
+helpers would stay stopped while the debugger went on).
 """
 
 from __future__ import annotations
@@ -51,6 +53,12 @@ def _others_in_group(group: int, me: int) -> list[int] | None:
 def stop_job() -> None:
     """Usage: ``stop_job()``; stop this process's job as a terminal's Ctrl-Z would, returning after ``fg``."""
     if not can_stop_job():
+        return
+    handler = signal.getsignal(signal.SIGTSTP)
+    if handler == signal.SIG_IGN:  # the program (or its launcher) ignores the stop: stop nothing of the job
+        return
+    if handler not in (signal.SIG_DFL, None):  # the program's own handler decides, as at a terminal's Ctrl-Z
+        os.kill(0, signal.SIGTSTP)
         return
     me = os.getpid()
     try:

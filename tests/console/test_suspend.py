@@ -90,3 +90,26 @@ def test_in_an_orphaned_group_nothing_stops():
     job = subprocess.run([sys.executable, "-c", JOB, ROOT], capture_output=True, text=True, timeout=30,
                          start_new_session=True)
     assert job.stdout.splitlines()[1:] == ["after"] and job.returncode == 0
+
+
+def test_a_program_that_ignores_sigtstp_has_nothing_of_its_job_stopped():
+    """``signal(SIGTSTP, SIG_IGN)`` (a program, or a launcher, that refuses to be stopped): the editor goes
+    on at once, and no helper of the job is left stopped behind it."""
+    ignoring = JOB.replace("print(helper.pid, flush=True)",  # the helper itself can be stopped
+                           "print(helper.pid, flush=True)\nimport signal\nsignal.signal(signal.SIGTSTP, signal.SIG_IGN)")
+    ignoring = ignoring.replace("helper.kill()", "sys.stdin.readline()\nhelper.kill()")  # the test looks first
+    job = subprocess.Popen([sys.executable, "-c", ignoring, ROOT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           text=True, process_group=0)
+    try:
+        helper = int(job.stdout.readline())
+        assert job.stdout.readline() == "after\n"
+        assert _state(helper, "T", bound=1.0) != "T"  # never stopped: it still sleeps
+        job.stdin.write("\n")
+        job.stdin.close()
+        assert job.wait(timeout=30) == 0
+    finally:
+        try:
+            os.killpg(job.pid, signal.SIGKILL)  # the job and its helper, stopped or not
+        except OSError:
+            pass
+        job.wait(timeout=10)
