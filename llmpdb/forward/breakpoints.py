@@ -125,7 +125,8 @@ class ModuleBreakpointEngine:
         self._registration = None
         self._rematch = None
         self._roots = RootWatch(self._on_new_root)  # installed while a breakpoint is pending
-        self._known: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # modules under the roots
+        self._known: dict[int, weakref.ref] = {}  # id -> weak reference: the modules under the roots
+        self._class_bps: dict[type, tuple] = {}  # module class -> the breakpoints whose class pattern it matches
         self.messages: list[str] = []  # problems met while running (a condition that raised...)
         self._codes: dict[int, tuple[object, object]] = {}  # id(forward) -> (forward, its code): ``_code``
 
@@ -167,6 +168,7 @@ class ModuleBreakpointEngine:
                               roots=[weakref.ref(r) for r in roots], aliases=tuple(aliases), near=tuple(near))
         self._next += 1
         self._bps[bp.number] = bp
+        self._class_bps.clear()
         labels, bp.root_names = labelled(matches, {id(r): n for r, n in pairs if n})
         for module, label in labels:
             self._arm(module, bp, label)
@@ -176,6 +178,7 @@ class ModuleBreakpointEngine:
 
     def remove(self, number: int) -> ModuleBreakpoint:
         bp = self._bps.pop(number)
+        self._class_bps.clear()
         for module_id in list(self._armed):
             ref, handle, numbers = self._armed[module_id]
             numbers.discard(number)
@@ -246,7 +249,7 @@ class ModuleBreakpointEngine:
         api = self._torch_module_api()
         if any(bp.pending for bp in self._bps.values()):
             if api is not None and hasattr(api, "register_module_forward_pre_hook") and self._roots.install(api):
-                self._roots.mark(self._known.values())  # the models in sight matched nothing already
+                self._roots.mark(self._known_modules())  # the models in sight matched nothing already
         else:
             self._roots.remove()
 
@@ -283,43 +286,70 @@ class ModuleBreakpointEngine:
             self._pre_hook(module, args, caller=hook_caller(sys._getframe(1)))
         return None
 
-    @_guarded
     def _on_register(self, parent, name, child):
         """A submodule was assigned: re-match at the next module call when it joins a known model.
 
-        Costs one dict lookup for the re-registrations of known modules (``self.layers[:n]`` builds a new
+        Costs two dict lookups for the re-registrations of known modules (``self.layers[:n]`` builds a new
         ModuleList of the same layers at every forward). A module attached outside the known models is
-        checked only against class patterns; if its parent joins a model later, that event re-matches."""
-        if child is None or not self._bps:
-            return None
-        if self._known.get(id(child)) is child or self._roots.seen(child):
-            return None
-        if self._roots.seen(parent):  # a model already looked at grew: look at it again at its next call
-            self._roots.forget()
-        if self._known.get(id(parent)) is parent:
-            if self._rematch is None:
-                api = self._torch_module_api()
-                if api is not None:
-                    self._rematch = api.register_module_forward_pre_hook(self._rematch_hook)
-            return None
-        # The parent too: a root model (LlamaForCausalLM) is never attached to anything, but it is the
-        # parent of the submodules its __init__ assigns.
-        for module in (child, parent):
-            cls = type(module).__name__
-            for bp in self.breakpoints():
-                if class_matches(bp.pattern, cls, is_glob(bp.pattern)):
+        checked only against class patterns (a verdict kept per class); if its parent joins a model later,
+        that event re-matches. Run for every module registration in the process: it reports its failures
+        as the ``_guarded`` entry points do, without their extra call."""
+        try:
+            if child is None or not self._bps:
+                return None
+            known = self._known
+            ref = known.get(id(child))
+            if ref is not None and ref() is child or self._roots.seen(child):
+                return None
+            if self._roots.seen(parent):  # a model already looked at grew: look at it again at its next call
+                self._roots.forget()
+            ref = known.get(id(parent))
+            if ref is not None and ref() is parent:
+                if self._rematch is None:
+                    api = self._torch_module_api()
+                    if api is not None:
+                        self._rematch = api.register_module_forward_pre_hook(self._rematch_hook)
+                return None
+            # The parent too: a root model (LlamaForCausalLM) is never attached to anything, but it is the
+            # parent of the submodules its __init__ assigns.
+            for module in (child, parent):
+                found = self._class_bps.get(type(module))
+                if found is None:
+                    found = self._class_matches(type(module))
+                for bp in found:
+                    if bp.number not in self._bps:
+                        continue
                     was_pending = bp.pending
-                    self._arm(module, bp, f"new {cls}")
+                    self._arm(module, bp, f"new {type(module).__name__}")
                     if was_pending:
                         self._update_root_watch()
+        except Exception as exc:
+            self._report("on register", exc)
         return None
+
+    def _class_matches(self, cls: type) -> tuple:
+        """The breakpoints whose pattern names ``cls`` (a class pattern), kept per class until the breakpoints
+        change: ``self.layers[:n]`` registers the same layers again at every forward, which ran every
+        pattern's match for every one of them (a breakpoint armed on another model cost a ``generate()`` 2%)."""
+        found = self._class_bps.get(cls)
+        if found is None:
+            name = cls.__name__
+            found = tuple(bp for bp in self.breakpoints() if class_matches(bp.pattern, name, is_glob(bp.pattern)))
+            if len(self._class_bps) > 1000:
+                self._class_bps.clear()
+            self._class_bps[cls] = found
+        return found
+
+    def _known_modules(self) -> list:
+        modules = [ref() for ref in self._known.values()]
+        return [module for module in modules if module is not None]
 
     def _remember(self, roots) -> None:
         for root in roots:
             try:
-                self._known[id(root)] = root
+                self._known[id(root)] = weakref.ref(root)
                 for _, module in root.named_modules():
-                    self._known[id(module)] = module
+                    self._known[id(module)] = weakref.ref(module)
             except Exception as exc:  # a module that cannot be weakly referenced or walked
                 self.messages.append(f"cannot watch {type(root).__name__}: {type(exc).__name__}: {exc}")
 
