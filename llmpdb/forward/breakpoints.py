@@ -29,10 +29,12 @@ have the same name (two copies of a model) are told apart by the names given wit
 
 Modules created after arming are found through torch's module-registration hook: a module attached
 to a known model makes the next module call (one, via a one-shot global pre-hook) re-match; a new
-module elsewhere is checked against class patterns only; re-registering a known module
-(``self.layers[:n]`` at every forward) costs one dict lookup. Measured in
+module elsewhere is checked against class patterns only (a verdict kept per class); re-registering a
+known module (``self.layers[:n]`` at every forward) costs two dict lookups. Measured in
 ``bench/module_breakpoints_bench.py``: a breakpoint armed elsewhere costs a tiny Llama ``generate()``
-nothing measurable; one on a module called every step, with a false condition, 6-8% (3.11-3.13; it was
+0.7-1.5% (2.4% before the per-class verdict); one on a module called every step, with a false condition,
+5.5-7.5% (3.11-3.13, about 70 us a call: a no-op pre-hook behind ``dynamo.disable`` is 16 us of it, the
+rest is Python run cold in the middle of a forward, several times its cost when timed alone; it was
 23% on 3.12 and 3.13 with the trace function, which instruments every code object run meanwhile); while
 a breakpoint is pending, 8-15% (the global pre-hook: torch leaves its hook-free fast path, 4-9% with a
 no-op hook, plus one dict lookup); with nothing pending no global hook is installed.
