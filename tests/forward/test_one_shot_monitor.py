@@ -58,9 +58,15 @@ def test_the_wait_arrives_once_at_its_modules_forward_past_a_decorator_and_gives
     result, errors = module_call(target, 1, arrivals, before=other)
     assert result == 2 and errors == []
     assert arrivals == [(target, 1, "forward")]
-    assert our_tools() == []  # nothing waits: the tool id is free again
     target.forward(5)  # called again without a module call: the wait is over
     assert arrivals == [(target, 1, "forward")]
+    # the tool id and the event on the forward's code stay for the next wait (a false condition is waited
+    # for at every call of its module): no re-instrumentation per call
+    assert our_tools() != [] and MONITORING.get_local_events(our_tools()[0], FORWARD_CODE) != 0
+    module_call(target, 6, arrivals)
+    assert arrivals[1:] == [(target, 6, "forward")]
+    forget_waits()  # the module breakpoints were cleared: event off, tool id free
+    assert our_tools() == [] and all(MONITORING.get_local_events(tool, FORWARD_CODE) == 0 for tool in (0, 3, 4))
 
 
 @needs_monitoring
@@ -76,6 +82,7 @@ def test_a_wait_whose_module_call_ended_does_not_arrive_at_a_direct_call_and_the
     assert our_tools() != []  # still waiting
     result, _ = module_call(target, 4, arrivals)  # the module's next call replaces the wait
     assert result == 5 and arrivals == [(target, 4, "forward")]
+    forget_waits()
     assert our_tools() == []
 
 
@@ -85,6 +92,7 @@ def test_an_error_in_on_arrive_goes_to_on_error_and_never_into_the_program():
     result, errors = module_call(Layer(), 2, arrivals, error=RuntimeError("debugger failed"))
     assert result == 3 and len(arrivals) == 1
     assert [str(e) for e in errors] == ["debugger failed"]
+    forget_waits()
     assert our_tools() == []
 
 
@@ -105,6 +113,7 @@ def test_a_trace_function_in_place_keeps_every_event_and_forget_waits_gives_the_
     finally:
         sys.settrace(None)
     assert seen[:2] == ["call", "line"] and "return" in seen and len(arrivals) == 1
+    forget_waits()
     target = Layer()
     one_shot(target, FORWARD_CODE, lambda frame: arrivals.append("never"), sys._getframe()).install()
     assert our_tools() != []
