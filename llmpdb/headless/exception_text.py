@@ -158,8 +158,8 @@ def _frames_text(entries: list) -> str:
 def _notes_text(exc) -> str:
     try:
         notes = _INSTANCE_DICT.__get__(exc).get("__notes__")
-    except Exception:
-        return ""
+    except Exception as err:  # never seen: said rather than dropped
+        return f"[its notes could not be read: {type(err).__name__}]\n"
     if type(notes) not in (list, tuple):
         return ""
     lines = [cut_text(note) + "\n" for note in notes[:_MAX_NOTES] if type(note) is str]
@@ -173,8 +173,8 @@ def _group_text(exc) -> str:
         return ""
     try:
         members = _GROUP_EXCEPTIONS.__get__(exc)
-    except Exception:
-        return ""
+    except Exception as err:  # never seen: said rather than dropped
+        return f"  +-- [its exceptions could not be read: {type(err).__name__}]\n"
     lines = [f"  +-- {i}: {one_line(member)}\n" for i, member in enumerate(members[:_MAX_GROUP], 1)]
     if len(members) > _MAX_GROUP:
         lines.append(f"  +-- [... {len(members) - _MAX_GROUP} more exceptions ...]\n")

@@ -16,6 +16,8 @@ import time
 
 import pytest
 
+from process_state import process_state
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 pytestmark = [pytest.mark.timeout(60),
               pytest.mark.skipif(not os.path.isdir("/proc") or not hasattr(signal, "SIGTSTP"),
@@ -39,18 +41,6 @@ helper.kill()
 """
 
 
-def _state(pid: int, wanted: str = "", bound: float = 5.0) -> str:
-    """The process's state letter; with ``wanted``, the first time it is that within ``bound`` seconds (a
-    signalled process stops when it next runs), else the last seen."""
-    deadline = time.monotonic() + bound
-    while True:
-        with open(f"/proc/{pid}/stat") as stat:
-            state = stat.read().rsplit(")", 1)[1].split()[0]
-        if not wanted or state == wanted or time.monotonic() > deadline:
-            return state
-        time.sleep(0.01)
-
-
 def _wait_stopped(pid: int, bound: float) -> int:
     deadline = time.monotonic() + bound
     while time.monotonic() < deadline:
@@ -69,7 +59,7 @@ def test_stop_job_returns_only_after_the_stop_and_the_continue():
         helper = int(job.stdout.readline())
         status = _wait_stopped(job.pid, 30)
         assert os.WIFSTOPPED(status) and os.WSTOPSIG(status) == signal.SIGTSTP
-        assert _state(helper, "T") == "T"  # the whole group stopped, as a terminal's Ctrl-Z stops it
+        assert process_state(helper, "T") == "T"  # the whole group stopped, as a terminal's Ctrl-Z stops it
         # nothing ran on after the stop: the editor draws only after `fg`
         assert not select.select([job.stdout], [], [], 0.2)[0]
         os.killpg(job.pid, signal.SIGCONT)  # `fg`
@@ -103,7 +93,7 @@ def test_a_program_that_ignores_sigtstp_has_nothing_of_its_job_stopped():
     try:
         helper = int(job.stdout.readline())
         assert job.stdout.readline() == "after\n"
-        assert _state(helper, "T", bound=1.0) != "T"  # never stopped: it still sleeps
+        assert process_state(helper, "T", bound=1.0) != "T"  # never stopped: it still sleeps
         job.stdin.write("\n")
         job.stdin.close()
         assert job.wait(timeout=30) == 0

@@ -16,6 +16,8 @@ import time
 import pexpect
 import pytest
 
+from process_state import process_state
+
 from .pty_session import ROOT, PtySession, clean
 
 pytestmark = pytest.mark.timeout(180)
@@ -89,18 +91,6 @@ print("finished", x)
 """
 
 
-def _process_state(pid: int, wanted: str, bound: float = 5.0) -> str:
-    """The process's state letter, the first time it is ``wanted`` within ``bound`` seconds, else the last
-    seen (a signalled process stops, or goes back to sleep, when it next runs)."""
-    deadline = time.monotonic() + bound
-    while True:
-        with open(f"/proc/{pid}/stat") as stat:
-            state = stat.read().rsplit(")", 1)[1].split()[0]
-        if state == wanted or time.monotonic() > deadline:
-            return state
-        time.sleep(0.01)
-
-
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads process states from /proc")
 def test_ctrl_z_stops_the_whole_job_and_fg_continues_it(tmp_path):
     """The job is the process group: a helper the program started (a data-loader worker, ``sleep``) is
@@ -113,13 +103,13 @@ def test_ctrl_z_stops_the_whole_job_and_fg_continues_it(tmp_path):
         s.child.expect(r"HELPER (\d+)")
         helper = int(s.child.match.group(1))
         s.wait_prompt()
-        assert _process_state(helper, "S") == "S"
+        assert process_state(helper, "S") == "S"
         s.child.send("\x1a")
         s.child.expect_exact("SHELL-SAW-148", timeout=30)
-        assert _process_state(helper, "T") == "T"  # stopped with the debugger's own process
+        assert process_state(helper, "T") == "T"  # stopped with the debugger's own process
         s.child.send("\r")  # the shell's `read`, then `fg`
         s.wait_prompt()
-        assert _process_state(helper, "S") == "S"  # `fg` continued the whole group
+        assert process_state(helper, "S") == "S"  # `fg` continued the whole group
         assert s.run("p x * 7").strip() == "42"
         out = s.finish("c")
         assert "finished 6" in out and "JOB-ENDED-0" in out
