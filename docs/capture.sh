@@ -326,14 +326,26 @@ main() {
             *) echo "capture.sh: unknown transcript '$name' (known: ${NAMES[*]})" >&2; return 2 ;;
         esac
     done
-    for name in "${names[@]}"; do
-        if [ -n "$out_dir" ]; then
-            capture "$name" >"$out_dir/$name.txt"
-        else
+    if [ -n "$out_dir" ]; then
+        # Two captures at a time (each is one or more whole debugger runs; --check took a minute on two
+        # cores one by one). Every session runs in its own process with its own temporary files.
+        local pids=() status=0 pid
+        for name in "${names[@]}"; do
+            capture "$name" >"$out_dir/$name.txt" &
+            pids+=("$!")
+            if [ ${#pids[@]} -ge 2 ]; then
+                wait "${pids[0]}" || status=$?
+                pids=("${pids[@]:1}")
+            fi
+        done
+        for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
+        if [ $status != 0 ]; then return $status; fi
+    else
+        for name in "${names[@]}"; do
             echo "==> $name <=="
             capture "$name"
-        fi
-    done
+        done
+    fi
     if [ $check = 1 ]; then
         local status=0
         check_docs "$out_dir" || status=$?

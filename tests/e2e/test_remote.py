@@ -381,7 +381,7 @@ def _raw(target: str, frames: list[tuple[str, str]]) -> tuple[str, str] | None:
 @pytest.mark.parametrize("hello", [{"token": "not-the-token"}, {}, None], ids=["wrong", "missing", "no-hello"])
 def test_tcp_without_the_right_token_is_refused_and_runs_nothing(tmp_path, jobs, hello):
     marker = tmp_path / "marker"
-    jobs.append(job := Job(tmp_path, LLMPDB_HEADLESS="attach", LLMPDB_LISTEN="tcp", LLMPDB_ATTACH_TIMEOUT="8"))
+    jobs.append(job := Job(tmp_path, LLMPDB_HEADLESS="attach", LLMPDB_LISTEN="tcp", LLMPDB_ATTACH_TIMEOUT="4"))
     target = job.attach_args()[0]
     command = f"import pathlib; pathlib.Path({str(marker)!r}).write_text('ran')"
     frames = ([("H", json.dumps(hello))] if hello is not None else []) + [("L", command), ("L", "c")]
