@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import sys
 
+from .guest_hook import GuestHook
+
 __all__ = ["AfterImport", "after_import_pending", "dynamo_disable", "register_pre_hook", "remove_after_imports"]
 
 
@@ -30,8 +32,9 @@ def dynamo_disable(func):
 
 
 def register_pre_hook(module, hook):
-    """Usage: ``handle = register_pre_hook(layer, hook)``; a forward pre-hook that dynamo leaves alone."""
-    return module.register_forward_pre_hook(dynamo_disable(hook))
+    """Usage: ``handle = register_pre_hook(layer, hook)``; a forward pre-hook that dynamo leaves alone, on
+    that module only (``GuestHook``: copies and saved models do not take it)."""
+    return module.register_forward_pre_hook(GuestHook(dynamo_disable(hook), module))
 
 
 def remove_after_imports(owner: str | None = None) -> None:

@@ -55,6 +55,7 @@ from ..inspect.safe import safe_getattr
 from ..inspect.shape_summary import tensor_summary
 from ..session import SESSION
 from .arming import AfterImport, after_import_pending, remove_after_imports
+from .guest_hook import GuestHook
 from .nan_blocks import bad_weights, check_blocks, modules_inside
 from .nan_check import compiling_function, output_check
 from .nan_deferred import DeferredReads
@@ -198,7 +199,7 @@ class NanBreak:
             if id(block) not in self._hooked:
                 check = check or self._new_check(self.deferred)
                 self._hooked.add(id(block))
-                self._block_handles.append(block.register_forward_hook(check))
+                self._block_handles.append(block.register_forward_hook(GuestHook(check, block)))
                 self.blocks += 1
         return check
 
@@ -302,7 +303,7 @@ class NanBreak:
         for module in inside:
             if id(module) not in self._hooked:
                 self._hooked.add(id(module))
-                self._block_handles.append(module.register_forward_hook(check))
+                self._block_handles.append(module.register_forward_hook(GuestHook(check, module)))
                 self.blocks += 1
         prefix = "" if name.startswith("(") else name + "."
         weights = [f"  {prefix}{line}" for line in bad_weights(block, bad_values)]
