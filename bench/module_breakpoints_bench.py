@@ -4,7 +4,7 @@ Usage::
 
     python bench/module_breakpoints_bench.py [--rounds 7] [--tokens 16]
 
-Variants, run in interleaved rounds (A B C D A B C D ...) so drift hits them all alike; the median time
+CPU time (``time.process_time``). Variants, run in interleaved rounds (A B C D A B C D ...) so drift hits them all alike; the median time
 of each is divided by the median of "none":
 
 - none:             no module breakpoint
@@ -13,8 +13,9 @@ of each is divided by the median of "none":
 - cond false:       ``break-module model.layers.1.self_attn if hidden_states.shape[1] < 0`` (matches on
                     every step; the condition is evaluated in the forward frame and never holds)
 - pending:          a pending breakpoint (``vision_tower.blocks.0``: matches no model yet), so llmpdb's
-                    root watch, a global forward pre-hook, stays installed; this model was looked at on
-                    its first call, so each later module call costs one dict lookup in the hook
+                    root watch stays installed. On 3.12+ it is a hook on each module not yet looked at
+                    (the model loses its hooks at its first call; ``other``, never run, keeps them); on
+                    3.11 a global forward pre-hook, where each later module call costs one dict lookup
 - pending, seen:    the same, with the model's one look made before the clock starts (an untimed
                     forward): what each module call costs while a breakpoint stays pending
 - global hook:      for comparison, a no-op ``register_module_forward_pre_hook`` (the floor of any
@@ -57,10 +58,10 @@ def main(argv=None) -> None:
     ids = torch.tensor([[1, 2, 3, 4, 5, 6, 7]])
 
     def run() -> float:
-        start = time.perf_counter()
+        start = time.process_time()
         with torch.no_grad():
             model.generate(ids, max_new_tokens=args.tokens, min_new_tokens=args.tokens, do_sample=False)
-        return time.perf_counter() - start
+        return time.process_time() - start
 
     def variant_none():
         return run()
@@ -88,11 +89,12 @@ def main(argv=None) -> None:
         bp = engine.add("vision_tower.blocks.0", [], pending=True)
         hooks = torch.nn.modules.module._global_forward_pre_hooks
         try:
-            assert len(hooks) == 1, "the root watch is installed while a breakpoint is pending"
+            assert engine._roots.installed, "the root watch is installed while a breakpoint is pending"
+            assert len(hooks) == (engine._roots.mode == "global"), engine._roots.mode
             elapsed = run()
         finally:
             engine.clear()
-        assert bp.pending and not hooks, "still pending; the root watch went with the breakpoint"
+        assert bp.pending and not hooks and not engine._roots.installed, "the watch went with the breakpoint"
         return elapsed
 
     def variant_pending_seen():
@@ -123,8 +125,9 @@ def main(argv=None) -> None:
         for name, func in variants.items():
             times[name].append(func())
     base = statistics.median(times["none"])
+    mode = "a hook on each module not yet seen" if hasattr(sys, "monitoring") else "a global pre-hook"
     print(f"tiny Llama generate(), {args.tokens} new tokens, {args.rounds} interleaved rounds, torch "
-          f"{torch.__version__}, Python {sys.version.split()[0]}")
+          f"{torch.__version__}, Python {sys.version.split()[0]}; pending: {mode}")
     print(f"{'variant':<16} {'median ms':>10} {'ratio':>7}")
     for name, values in times.items():
         median = statistics.median(values)

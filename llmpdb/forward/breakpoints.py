@@ -26,8 +26,9 @@ bound to (``model.model.layers.1`` when the root is ``model``) is accepted.
 
 Pending breakpoints (``add(..., pending=True)``): a pattern that matches nothing yet waits, like gdb's
 pending breakpoints, even before ``import torch``. A class pattern arms on matching modules as they are
-created; any pattern arms on the first model not seen before whose forward runs (a global forward
-pre-hook, ``pending.RootWatch``, installed only while something is pending). Two roots whose matches
+created; any pattern arms on the first model not seen before whose forward runs (``pending.RootWatch``,
+installed only while something is pending: on 3.12+ a hook on each module not yet looked at, else a
+global forward pre-hook). Two roots whose matches
 have the same name (two copies of a model) are told apart by the names given with the roots:
 ``student.model.layers.1.mlp``, ``teacher.model.layers.1.mlp``.
 
@@ -40,8 +41,9 @@ known module (``self.layers[:n]`` at every forward) costs two dict lookups. Meas
 5.5-7.5% (3.11-3.13, about 70 us a call: a no-op pre-hook behind ``dynamo.disable`` is 16 us of it, the
 rest is Python run cold in the middle of a forward, several times its cost when timed alone; it was
 23% on 3.12 and 3.13 with the trace function, which instruments every code object run meanwhile); while
-a breakpoint is pending, 8-15% (the global pre-hook: torch leaves its hook-free fast path, 4-9% with a
-no-op hook, plus one dict lookup); with nothing pending no global hook is installed.
+a breakpoint is pending, on 3.12+ what a breakpoint armed elsewhere costs once each model has run (0-4%,
+within the noise of that row), on 3.11 8-15% (the global pre-hook: torch leaves its hook-free fast path,
+4-9% with a no-op hook, plus one dict lookup); with nothing pending no global hook is installed.
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ class ModuleBreakpointEngine(NewModuleWatch, BreakpointStops):
         self._armed: dict[int, tuple[object, object, set[int]]] = {}  # id -> (weakref, handle, numbers)
         self._registration = None
         self._rematch = None
-        self._roots = RootWatch(self._on_new_root)  # installed while a breakpoint is pending
+        self._roots = RootWatch(self._on_new_root, lambda exc: self._report("root watch", exc))  # while pending
         self._known: dict[int, weakref.ref] = {}  # id -> weak reference: the modules under the roots
         self._class_bps: dict[type, tuple] = {}  # module class -> the breakpoints whose class pattern it matches
         self.messages: list[str] = []  # problems met while running (a condition that raised...)

@@ -9,8 +9,8 @@ torch's module-registration hook sees every submodule assigned in the process (`
 joining a known model makes the next module call re-match (``_rematch_hook``, a one-shot global pre-hook);
 one elsewhere is checked against class patterns, with a verdict kept per class. While a breakpoint is
 pending, the root watch (``pending.RootWatch``) shows each model not seen before at its first forward
-(``_on_new_root``). Before ``import torch``, an ``AfterImport`` finder installs all this once torch's module
-class exists.
+(``_on_new_root``): on 3.12+ through a hook on each module not yet seen, else a global pre-hook.
+Before ``import torch``, an ``AfterImport`` finder installs all this once torch's module class exists.
 """
 
 from __future__ import annotations
@@ -36,24 +36,26 @@ class NewModuleWatch:
     def _torch_module_api(self):
         return sys.modules.get(TORCH_MODULE)
 
-    def _watch_registrations(self) -> None:
+    def _watch_registrations(self, fresh: bool = False) -> None:
         """Install torch's module-registration hook (any breakpoint) and the root watch (a pending one);
-        before ``import torch``, once torch's module class exists."""
+        before ``import torch``, once torch's module class exists (``fresh``: no module exists yet)."""
         api = self._torch_module_api()
         if api is None:  # torch is not imported yet (a pattern set at the script's first line)
             if not after_import_pending(OWNER):
-                sys.meta_path.insert(0, AfterImport(TORCH_MODULE, lambda module: self._watch_registrations(), OWNER))
+                sys.meta_path.insert(0, AfterImport(TORCH_MODULE, lambda module: self._watch_registrations(True),
+                                                    OWNER))
             return
         if self._registration is None and self._bps and hasattr(api, "register_module_module_registration_hook"):
             self._registration = api.register_module_module_registration_hook(self._on_register)
-        self._update_root_watch()
+        self._update_root_watch(scan=not fresh)
 
-    def _update_root_watch(self) -> None:
-        """The global pre-hook exists exactly while some breakpoint is pending (and torch is loaded)."""
+    def _update_root_watch(self, scan: bool = True) -> None:
+        """The root watch exists exactly while some breakpoint is pending (and torch is loaded)."""
         api = self._torch_module_api()
         if any(bp.pending for bp in self._bps.values()):
-            if api is not None and hasattr(api, "register_module_forward_pre_hook") and self._roots.install(api):
+            if api is not None and hasattr(api, "register_module_forward_pre_hook") and not self._roots.installed:
                 self._roots.mark(self._known_modules())  # the models in sight matched nothing already
+                self._roots.install(api, scan=scan)
         else:
             self._roots.remove()
 

@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
+import copy
 import os
+import pickle
 import subprocess
 import sys
 import textwrap
 
+import pytest
 import torch
 
 from llmpdb.forward.breakpoints import ModuleBreakpointEngine
+from llmpdb.forward.guest_hook import GuestHook
 from tiny_models import plain_model, tiny_llama
 
 GLOBAL_PRE_HOOKS = torch.nn.modules.module._global_forward_pre_hooks
+# 3.12+: a hook on each module not yet seen (told as modules are made); 3.11: one global pre-hook
+MODE = "modules" if hasattr(sys, "monitoring") else "global"
+
+
+def watch_hooks(*models) -> int:
+    """The root watch's hooks: the global one, or those on the models' modules."""
+    on_modules = sum(isinstance(h, GuestHook) and getattr(h.hook, "__name__", "") == "_first_call"
+                     for model in models for m in model.modules() for h in m._forward_pre_hooks.values())
+    return on_modules + sum(getattr(h, "__name__", "") == "_hook" for h in GLOBAL_PRE_HOOKS.values())
 
 
 class Recorder:
@@ -29,9 +42,12 @@ def test_a_path_pattern_waits_for_the_first_model_whose_forward_runs():
     before = len(GLOBAL_PRE_HOOKS)
     bp = engine.add("layers.1.self_attn", [], pending=True)
     assert bp.pending and bp.labels == {}
-    assert len(GLOBAL_PRE_HOOKS) == before + 1  # the root watch, only while something is pending
+    assert engine._roots.mode == MODE
+    assert len(GLOBAL_PRE_HOOKS) == before + (MODE == "global")  # the root watch, only while pending
     model = tiny_llama()
     assert bp.pending  # a path needs a root: building the model does not arm it
+    # 3.12+: each module of the new model was told as it was made and carries a first-call hook
+    assert watch_hooks(model) == (len(list(model.modules())) - 1 if MODE == "modules" else 1)  # - layers list
     try:
         with torch.no_grad():
             model(torch.tensor([[1, 2, 3]]))
@@ -51,15 +67,17 @@ def test_the_root_watch_goes_as_soon_as_nothing_is_pending():
     engine = ModuleBreakpointEngine(Recorder())
     before = len(GLOBAL_PRE_HOOKS)
     model = plain_model()
-    engine.add("blocks.0", [model], condition="False")          # matches now: no global hook
-    assert len(GLOBAL_PRE_HOOKS) == before
+    engine.add("blocks.0", [model], condition="False")          # matches now: no watch
+    assert len(GLOBAL_PRE_HOOKS) == before and not engine._roots.installed
     pending = engine.add("decoder.blocks.0", [model], pending=True)
-    assert pending.pending and len(GLOBAL_PRE_HOOKS) == before + 1
+    assert pending.pending and engine._roots.installed
+    assert len(GLOBAL_PRE_HOOKS) == before + (MODE == "global")
+    assert watch_hooks(model) == (MODE == "global")              # the model in sight was looked at: no hook
     with torch.no_grad():
         model(torch.tensor([[1, 2]]))                            # a model already looked at: still pending
-    assert pending.pending and len(GLOBAL_PRE_HOOKS) == before + 1
+    assert pending.pending and engine._roots.installed
     engine.remove(pending.number)
-    assert len(GLOBAL_PRE_HOOKS) == before
+    assert len(GLOBAL_PRE_HOOKS) == before and not engine._roots.installed
     engine.clear()
 
 
@@ -114,4 +132,78 @@ def test_pending_before_import_torch_arms_after_the_import(tmp_path):
     result = subprocess.run([sys.executable, str(script), tests], capture_output=True, text=True, timeout=120,
                             env={**os.environ, "PYTHONPATH": os.path.dirname(tests)})
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "1 0 ['module breakpoint 1: blocks.1 (PlainAttention), hit 1']"
+    expected = f"{int(MODE == 'global')} 0 ['module breakpoint 1: blocks.1 (PlainAttention), hit 1']"
+    assert result.stdout.strip() == expected
+
+
+def test_a_model_looked_at_keeps_no_hook_and_one_never_run_pays_nothing():
+    engine = ModuleBreakpointEngine(Recorder())
+    model, other = tiny_llama(), tiny_llama()    # alive before the breakpoint: found among the gc's objects
+    bp = engine.add("vision_tower.blocks.0", [], pending=True)
+    try:
+        if MODE == "modules":
+            assert watch_hooks(model) == watch_hooks(other) == len(list(model.modules())) - 1  # - layers list
+        for _ in range(3):
+            with torch.no_grad():
+                model.generate(torch.tensor([[1, 2, 3]]), max_new_tokens=2, do_sample=False)
+        assert bp.pending
+        if MODE == "modules":  # looked at once: torch's hook-free fast path from then on
+            assert watch_hooks(model) == 0 and watch_hooks(other) == len(list(other.modules())) - 1
+            live = [entry[0]() for entry in engine._roots._watched.values()]
+            assert not any(isinstance(m, torch.nn.ModuleList) for m in live)  # self.layers[:n] makes one per
+            assert not any(m in live for m in model.modules())                 # forward: never watched
+        else:
+            assert watch_hooks(model) == watch_hooks(other) == 1
+    finally:
+        engine.clear()
+    assert watch_hooks(model, other) == 0 and not engine._roots.installed
+
+
+@pytest.mark.parametrize("make", ["deepcopy", "pickle"])
+def test_a_model_copied_or_unpickled_after_the_breakpoint_arms_at_its_first_call(make):
+    template = tiny_llama()                      # built before `bm`, never run itself
+    recorder = Recorder()
+    engine = ModuleBreakpointEngine(recorder)
+    bp = engine.add("layers.1.self_attn", [], pending=True)
+    model = copy.deepcopy(template) if make == "deepcopy" else pickle.loads(pickle.dumps(template))
+    try:
+        assert bp.pending  # no registration hook fires for a copy: only its first call can arm it
+        with torch.no_grad():
+            model(torch.tensor([[1, 2, 3]]))
+    finally:
+        engine.clear()
+    assert [(code, module is model.model.layers[1].self_attn) for code, module, _ in recorder.stops] == [
+        ("LlamaAttention.forward", True)]
+
+
+def test_a_module_made_alone_after_the_breakpoint_stops_at_its_first_call():
+    recorder = Recorder()
+    engine = ModuleBreakpointEngine(recorder)
+    bp = engine.add("Linear", [], pending=True)
+    head = torch.nn.Linear(4, 2)                  # attached to nothing: no registration hook sees it
+    assert bp.pending
+    try:
+        with torch.no_grad():
+            head(torch.ones(1, 4))
+    finally:
+        engine.clear()
+    assert [(code, module is head) for code, module, _ in recorder.stops] == [("Linear.forward", True)]
+    assert recorder.stops[0][2].startswith("module breakpoint 1: ")
+
+
+def test_a_model_scripted_while_a_breakpoint_is_pending_scripts_and_is_still_looked_at():
+    recorder = Recorder()
+    engine = ModuleBreakpointEngine(recorder)
+    bp = engine.add("blocks.1", [], pending=True)
+    model = plain_model()
+    try:
+        # torch.jit compiles every hook a module carries; the watch's are taken off while it reads them
+        scripted = torch.jit.script(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU()))
+        assert scripted(torch.ones(1, 2)).shape == (1, 2)
+        assert bp.pending and engine.take_messages() == []
+        with torch.no_grad():
+            model(torch.tensor([[1, 2]]))
+    finally:
+        engine.clear()
+    assert [(code, module is model.blocks[1]) for code, module, _ in recorder.stops] == [
+        ("PlainAttention.forward", True)]
