@@ -19,7 +19,8 @@ cleared. ``GuestHook``:
 - pickles as an inert standard-library callable, ``functools.partial(sys.audit, "llmpdb.inert-hook")``,
   which returns None and changes nothing: a model saved whole while armed loads anywhere, without llmpdb,
   and runs as it would have (with one more no-op hook on the armed modules). Pickle has no way to leave an
-  entry out of a dict it is writing.
+  entry out of a dict it is writing; where llmpdb sees ``Module.__getstate__`` return (3.12+, while a
+  breakpoint is pending: ``module_births``), ``drop_guest_hooks(state)`` leaves them out of the state.
 
 It never looks at the module beyond identity and its ``__dict__`` (no attribute of the user's class runs).
 """
@@ -29,8 +30,9 @@ from __future__ import annotations
 import functools
 import sys
 import weakref
+from collections import OrderedDict
 
-__all__ = ["GuestHook", "INERT_EVENT"]
+__all__ = ["GuestHook", "INERT_EVENT", "drop_guest_hooks"]
 
 INERT_EVENT = "llmpdb.inert-hook"
 _HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_forward_pre_hooks_with_kwargs",
@@ -92,3 +94,22 @@ class GuestHook:
 
     def __reduce_ex__(self, protocol):
         return functools.partial, (sys.audit, INERT_EVENT)
+
+
+def drop_guest_hooks(state) -> None:
+    """Usage: ``drop_guest_hooks(module.__getstate__())``; the state (a new dict, shallow) gets copies of its
+    hook dicts without llmpdb's hooks, so pickle and ``copy`` write the module as the program made it. The
+    module's own dicts are not touched."""
+    if not isinstance(state, dict):
+        return
+    dropped = set()
+    for name in _HOOK_DICTS[:2]:
+        hooks = state.get(name)
+        if isinstance(hooks, dict) and any(type(hook) is GuestHook for hook in hooks.values()):
+            kept = [(key, hook) for key, hook in hooks.items() if type(hook) is not GuestHook]
+            dropped.update(key for key, hook in hooks.items() if type(hook) is GuestHook)
+            state[name] = type(hooks)(kept) if type(hooks) in (dict, OrderedDict) else OrderedDict(kept)
+    for name in _HOOK_DICTS[2:]:
+        flags = state.get(name)
+        if dropped and isinstance(flags, dict) and any(key in flags for key in dropped):
+            state[name] = OrderedDict((key, flag) for key, flag in flags.items() if key not in dropped)

@@ -2,8 +2,9 @@
 
 Usage::
 
-    births = ModuleBirths(on_birth, on_error, on_script)  # on_birth(module): built, unpickled or copied;
-                                           # on_script(module, starting): torch.jit reads its hooks
+    births = ModuleBirths(on_birth, on_error, on_read, on_state)
+    # on_birth(module): built, unpickled or copied; on_read(module, starting): torch.jit reads its hooks;
+    # on_state(module, state): Module.__getstate__ returned the state pickle or copy will write
     births.start(torch.nn.Module)          # False where sys.monitoring is missing or no tool id is free
     births.stop()
     existing_modules(torch.nn.Module)      # the modules alive now (one walk of the gc's objects)
@@ -17,10 +18,13 @@ be called (``ModuleList``, ``ModuleDict``: ``self.layers[:n]`` builds one at eve
 A subclass whose ``__setstate__`` never calls ``Module.__setstate__``, or a module made with
 ``object.__new__`` and no ``__init__``, is not seen.
 
-``torch.jit.script(module)`` compiles every hook the module carries, and llmpdb's cannot be compiled:
-``on_script(module, True)`` runs as torch's ``get_hook_stubs`` starts on a module (the place to take a
-hook off), ``on_script(module, False)`` as it returns (to put it back). Where it raises (the program's own
-hooks cannot be compiled either) nothing is put back: that module's first call goes unseen.
+Two readers of a module's hook dicts must not find llmpdb's hooks there. ``pickle``/``copy`` write the
+state ``Module.__getstate__`` returns (a shallow copy of the module's ``__dict__``): ``on_state(module,
+state)`` runs as it returns, the place to replace the state's hook dicts with copies without llmpdb's.
+``torch.jit.script`` compiles every hook (``get_hook_stubs``), and llmpdb's cannot be compiled:
+``on_read(module, True)`` runs as it starts on a module (the place to take a hook off),
+``on_read(module, False)`` as it returns (to put it back). Where it raises (the program's own hooks
+cannot be compiled either) nothing is put back: that module's first call goes unseen.
 """
 
 from __future__ import annotations
@@ -57,11 +61,12 @@ def existing_modules(module_class) -> list:
 class ModuleBirths:
     """Calls ``on_birth(module)`` when ``Module.__init__`` or ``Module.__setstate__`` returns."""
 
-    def __init__(self, on_birth, on_error=None, on_script=None):
-        self.on_birth, self.on_error, self.on_script = on_birth, on_error, on_script
+    def __init__(self, on_birth, on_error=None, on_read=None, on_state=None):
+        self.on_birth, self.on_error, self.on_read, self.on_state = on_birth, on_error, on_read, on_state
         self.tool: int | None = None
         self._codes: dict[int, object] = {}   # Module.__init__, Module.__setstate__
-        self._script_code = None               # torch.jit's get_hook_stubs
+        self._state_code = None                # Module.__getstate__
+        self._read_code = None                 # torch.jit's get_hook_stubs
         self._module_class = None
 
     @property
@@ -89,12 +94,16 @@ class ModuleBirths:
         _MON.register_callback(self.tool, _MON.events.PY_RETURN, self._returned)
         for code in codes:
             _MON.set_local_events(self.tool, code, _MON.events.PY_RETURN)
+        state_code = getattr(module_class.__dict__.get("__getstate__"), "__code__", None)
+        if self.on_state is not None and state_code is not None:
+            self._state_code = state_code
+            _MON.set_local_events(self.tool, state_code, _MON.events.PY_RETURN)
         recursive = sys.modules.get("torch.jit._recursive")
-        script_code = getattr(getattr(recursive, "get_hook_stubs", None), "__code__", None)
-        if self.on_script is not None and script_code is not None:
-            self._script_code = script_code
-            _MON.register_callback(self.tool, _MON.events.PY_START, self._script_started)
-            _MON.set_local_events(self.tool, script_code, _MON.events.PY_START | _MON.events.PY_RETURN)
+        read_code = getattr(getattr(recursive, "get_hook_stubs", None), "__code__", None)
+        if self.on_read is not None and read_code is not None:
+            self._read_code = read_code
+            _MON.register_callback(self.tool, _MON.events.PY_START, self._read_started)
+            _MON.set_local_events(self.tool, read_code, _MON.events.PY_START | _MON.events.PY_RETURN)
         return True
 
     def stop(self) -> None:
@@ -102,16 +111,20 @@ class ModuleBirths:
         codes, self._codes = self._codes, {}
         if tool is None or _MON.get_tool(tool) != TOOL_NAME:
             return  # never started, or the id was taken back from outside
-        script_code, self._script_code = self._script_code, None
-        for code in [*codes.values(), *([script_code] if script_code is not None else [])]:
+        extra = [code for code in (self._state_code, self._read_code) if code is not None]
+        self._state_code = self._read_code = None
+        for code in [*codes.values(), *extra]:
             _MON.set_local_events(tool, code, 0)
         _MON.register_callback(tool, _MON.events.PY_RETURN, None)
         _MON.register_callback(tool, _MON.events.PY_START, None)
         _MON.free_tool_id(tool)
 
     def _returned(self, code, offset, retval):
-        if code is self._script_code:
-            self._tell_script(False)
+        if code is self._state_code:
+            self._tell(self.on_state, retval)
+            return None
+        if code is self._read_code:
+            self._tell(self.on_read, False)
             return None
         if self._codes.get(id(code)) is not code:
             return None
@@ -124,16 +137,16 @@ class ModuleBirths:
                 self.on_error(exc)
         return None
 
-    def _script_started(self, code, offset):
-        if code is self._script_code:
-            self._tell_script(True)
+    def _read_started(self, code, offset):
+        if code is self._read_code:
+            self._tell(self.on_read, True)
         return None
 
-    def _tell_script(self, starting: bool) -> None:
+    def _tell(self, listener, value) -> None:
         try:
-            module = frame_self(sys._getframe(2))  # get_hook_stubs(nn_module): past _returned/_started
+            module = frame_self(sys._getframe(2))  # __getstate__(self), get_hook_stubs(nn_module)
             if module is not None:
-                self.on_script(module, starting)
+                listener(module, value)
         except Exception as exc:  # never into the program
             if self.on_error is not None:
                 self.on_error(exc)

@@ -23,9 +23,11 @@ at, every module of that model is marked seen. Two ways to see the first call:
   turns seen modules away with one dict lookup; torch leaves its hook-free fast path for every module
   call while it is installed (``bench/module_breakpoints_bench.py``: 1.10x of a tiny Llama ``generate()``).
 
-``torch.jit.script(model)`` compiles every hook a module carries: the first-call hooks are taken off while
-torch reads a module's hooks and put back after (``ModuleBirths``' ``on_script``). A module armed by a
-breakpoint carries the breakpoint's hook and cannot be scripted while it does.
+``torch.save(model)``, ``pickle`` and ``copy`` write the state ``Module.__getstate__`` returns: llmpdb's
+hooks (these and a breakpoint's) are left out of it (``guest_hook.drop_guest_hooks``), so a model saved
+or copied while a breakpoint is pending is the program's own. ``torch.jit.script(model)`` compiles every
+hook a module carries: these are taken off while it reads them and put back after. A module armed by a
+breakpoint cannot be scripted while it is.
 
 Inside a graph dynamo is tracing, ``torch.compiler.is_compiling()`` is a constant True, so either hook
 folds away there and adds nothing to compiled code.
@@ -36,7 +38,7 @@ from __future__ import annotations
 import sys
 import weakref
 
-from .guest_hook import GuestHook
+from .guest_hook import GuestHook, drop_guest_hooks
 from .module_births import ModuleBirths, existing_modules
 
 __all__ = ["RootWatch"]
@@ -58,8 +60,9 @@ class RootWatch:
         self._seen: dict[int, weakref.ref] = {}
         self._watched: dict[int, tuple[weakref.ref, object]] = {}  # id -> (module, its hook's handle)
         self._prune_at = 1024
-        self._births = ModuleBirths(self._born, on_error, self._scripting)
-        self._scripted: dict[int, weakref.ref] = {}  # hooks taken off while torch.jit reads a module's
+        self._births = ModuleBirths(self._born, on_error, on_read=self._scripting,
+                                    on_state=lambda module, state: drop_guest_hooks(state))
+        self._lifted: dict[int, weakref.ref] = {}  # hooks taken off while torch.jit reads them
         self._is_compiling = lambda: False
 
     @property
@@ -89,7 +92,7 @@ class RootWatch:
         if self._handle is not None:
             self._handle.remove()
             self._handle = None
-        self._scripted.clear()
+        self._lifted.clear()
         watched, self._watched = self._watched, {}
         for _, handle in watched.values():
             handle.remove()
@@ -121,14 +124,14 @@ class RootWatch:
                     self._watch(module)
 
     def _scripting(self, module, starting: bool) -> None:
-        """``torch.jit.script`` compiles every hook of a module: take the watch's off while it reads them."""
+        """``torch.jit.script`` compiles every hook of a module: the watch's is off while it reads them."""
         if starting:
             entry = self._watched.pop(id(module), None)
             if entry is not None and entry[0]() is module:
                 entry[1].remove()
-                self._scripted[id(module)] = entry[0]
+                self._lifted[id(module)] = entry[0]
         else:
-            ref = self._scripted.pop(id(module), None)
+            ref = self._lifted.pop(id(module), None)
             if ref is not None and ref() is module and self.mode == "modules" and not self.seen(module):
                 self._watch(module)
 

@@ -14,7 +14,7 @@ import torch
 from tiny_models import tiny_llama
 
 from llmpdb.forward.breakpoints import ModuleBreakpointEngine
-from llmpdb.forward.guest_hook import INERT_EVENT, GuestHook
+from llmpdb.forward.guest_hook import INERT_EVENT, GuestHook, drop_guest_hooks
 from llmpdb.forward.nan_break import NanBreak
 
 IDS = torch.tensor([[1, 2, 3, 4]])
@@ -125,3 +125,20 @@ def test_nan_break_blocks_armed_model_pickles_and_its_copy_is_not_checked():
     finally:
         engine.disarm()
     assert not any(hooks(m) for m in model.modules())
+
+
+def test_drop_guest_hooks_leaves_llmpdbs_hooks_out_of_the_state_and_the_module_untouched():
+    model = tiny_llama().eval()
+    armed = model.model.layers[1].self_attn
+    own = armed.register_forward_pre_hook(print, with_kwargs=True)  # the program's own hook stays
+    engine = ModuleBreakpointEngine(_never_stop)
+    engine.add("model.layers.1.self_attn", [model], condition="hidden_states.shape[1] < 0")
+    try:
+        state = armed.__getstate__()
+        drop_guest_hooks(state)
+        assert list(state["_forward_pre_hooks"].values()) == [print]
+        assert list(state["_forward_pre_hooks_with_kwargs"]) == [own.id]
+        assert [type(h) for h in armed._forward_pre_hooks.values()] == [type(print), GuestHook]  # untouched
+    finally:
+        engine.clear()
+        own.remove()

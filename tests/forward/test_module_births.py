@@ -18,10 +18,14 @@ needs_monitoring = pytest.mark.skipif(MONITORING is None, reason="sys.monitoring
 
 
 class Base:
-    """Plays torch's Module: a constructor every subclass runs, a ``__setstate__``, no forward of its own."""
+    """Plays torch's Module: a constructor every subclass runs, ``__getstate__``/``__setstate__``, no forward
+    of its own."""
 
     def __init__(self):
         self.children = []
+
+    def __getstate__(self):
+        return self.__dict__.copy()
 
     def __setstate__(self, state):
         self.__dict__.update(state)
@@ -127,3 +131,25 @@ def test_existing_modules_finds_the_callable_ones_alive_by_type():
     found = [m for m in existing_modules(Base) if m is model or m in model.layers.children]
     assert sorted(type(m).__name__ for m in found) == ["Layer", "Layer", "Model"]
     assert not any(m is model.layers for m in existing_modules(Base))
+
+
+@needs_monitoring
+def test_the_state_pickle_and_copy_write_passes_by_on_state_which_may_leave_entries_out():
+    seen = []
+
+    def on_state(module, state):
+        seen.append(type(module).__name__)
+        state.pop("secret", None)  # what pickle writes, not the module: it keeps its attribute
+
+    births = ModuleBirths(lambda module: None, on_state=on_state)
+    assert births.start(Base)
+    try:
+        layer = Layer(2)
+        layer.secret = "debugger's"
+        copied = copy.deepcopy(layer)
+        loaded = pickle.loads(pickle.dumps(layer))
+    finally:
+        births.stop()
+    assert seen == ["Layer", "Layer"] and layer.secret == "debugger's"
+    assert not hasattr(copied, "secret") and not hasattr(loaded, "secret") and loaded.width == 2
+    assert pickle.loads(pickle.dumps(layer)).secret == "debugger's"  # stopped: written as it is

@@ -207,3 +207,26 @@ def test_a_model_scripted_while_a_breakpoint_is_pending_scripts_and_is_still_loo
         engine.clear()
     assert [(code, module is model.blocks[1]) for code, module, _ in recorder.stops] == [
         ("PlainAttention.forward", True)]
+
+
+@pytest.mark.parametrize("how", ["torch.save", "deepcopy"])
+def test_a_model_saved_or_copied_while_a_breakpoint_is_pending_is_the_programs_own(how, tmp_path):
+    engine = ModuleBreakpointEngine(Recorder())
+    bp = engine.add("vision.blocks.0", [], pending=True)
+    model = plain_model()                         # not run yet: its modules carry the watch's hooks (3.12+)
+    try:
+        if how == "torch.save":
+            torch.save(model, tmp_path / "whole.pt")
+            copy_ = torch.load(tmp_path / "whole.pt", weights_only=False)
+        else:
+            copy_ = copy.deepcopy(model)
+        assert bp.pending
+        written = [h for m in copy_.modules() for h in (*m._forward_pre_hooks.values(), *m._forward_hooks.values())]
+        # what the program wrote holds nothing of llmpdb's (not even an inert stand-in); a copy made while
+        # pending is watched as any new module is, by a hook of its own
+        assert [h for h in written if not (isinstance(h, GuestHook) and h.owner() is not None)] == []
+        assert all(h.owner() is not model and h.owner() in list(copy_.modules()) for h in written)
+        assert watch_hooks(model) == (len(list(model.modules())) - 1 if MODE == "modules" else 1)  # kept
+    finally:
+        engine.clear()
+    assert watch_hooks(model, copy_) == 0
