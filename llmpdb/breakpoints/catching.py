@@ -35,6 +35,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .tool_ids import take_tool_id
+
 __all__ = ["Catch", "Catches", "CATCHES", "exception_matches", "valid_pattern", "backend_name"]
 
 _MON = getattr(sys, "monitoring", None)
@@ -122,12 +124,8 @@ class _MonitoringBackend:
     def start(self) -> None:
         if self.tool is not None:
             return
-        for tool in TOOL_IDS:
-            if _MON.get_tool(tool) is None:
-                _MON.use_tool_id(tool, TOOL_NAME)
-                self.tool = tool
-                break
-        else:
+        self.tool = take_tool_id(TOOL_IDS, TOOL_NAME)
+        if self.tool is None:
             raise RuntimeError(f"no free sys.monitoring tool id (tried {TOOL_IDS})")
         _MON.register_callback(self.tool, _MON.events.RAISE, self._raised)
         _MON.set_events(self.tool, _MON.events.RAISE)

@@ -37,6 +37,7 @@ from typing import Any
 from .conditions import ConditionCache
 from .engine import ALL_LINES, WATCH, EngineBase, identity
 from .interrupt import register_delivery
+from .tool_ids import take_tool_id
 
 __all__ = ["MonitoringEngine", "free_tool_id_available", "TOOL_NAME", "TOOL_IDS"]
 
@@ -91,12 +92,8 @@ class MonitoringEngine(EngineBase):
 
     # ---- arming ----------------------------------------------------------------------------------------
     def _acquire(self) -> None:
-        for tool in TOOL_IDS:
-            if _MON.get_tool(tool) is None:
-                _MON.use_tool_id(tool, TOOL_NAME)
-                self.tool = tool
-                break
-        else:
+        self.tool = take_tool_id(TOOL_IDS, TOOL_NAME)
+        if self.tool is None:
             raise RuntimeError("no free sys.monitoring tool id for llmpdb (ids %s are taken)" % (TOOL_IDS,))
         register = _MON.register_callback
         register(self.tool, _E.PY_START, self._on_start)

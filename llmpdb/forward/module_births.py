@@ -32,6 +32,7 @@ from __future__ import annotations
 import gc
 import sys
 
+from ..breakpoints.tool_ids import take_tool_id
 from ..inspect.frames import frame_self
 
 __all__ = ["ModuleBirths", "existing_modules", "can_call"]
@@ -82,12 +83,8 @@ class ModuleBirths:
         codes = [getattr(module_class.__dict__.get(name), "__code__", None) for name in ("__init__", "__setstate__")]
         if not all(codes):
             return False
-        for tool in _TOOL_IDS:
-            if _MON.get_tool(tool) is None:
-                _MON.use_tool_id(tool, TOOL_NAME)
-                self.tool = tool
-                break
-        else:
+        self.tool = take_tool_id(_TOOL_IDS, TOOL_NAME)
+        if self.tool is None:
             return False
         self._module_class = module_class
         self._codes = {id(code): code for code in codes}

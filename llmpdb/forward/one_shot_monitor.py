@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import sys
 
+from ..breakpoints.tool_ids import take_tool_id
 from ..inspect.modules import frame_self
 from .one_shot import OneShotTrace, arrive
 
@@ -51,13 +52,12 @@ class _Waits:
     def acquire(self) -> bool:
         if self.tool is not None:
             return True
-        for tool in _TOOL_IDS:
-            if _MON.get_tool(tool) is None:
-                _MON.use_tool_id(tool, TOOL_NAME)
-                _MON.register_callback(tool, _MON.events.PY_START, self.on_start)
-                self.tool = tool
-                return True
-        return False
+        tool = take_tool_id(_TOOL_IDS, TOOL_NAME)
+        if tool is None:
+            return False
+        _MON.register_callback(tool, _MON.events.PY_START, self.on_start)
+        self.tool = tool
+        return True
 
     def enable(self, code) -> None:
         if self.enabled.get(id(code)) is not code:

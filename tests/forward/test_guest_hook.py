@@ -4,7 +4,6 @@ pickle it, deep-copy it, copy it (real tiny Llama, real torch.save / pickle / co
 from __future__ import annotations
 
 import copy
-import io
 import pickle
 import subprocess
 import sys
