@@ -30,7 +30,7 @@ from typing import Callable
 
 from .bytecode import GuardFlag, instrument
 from .engine import identity
-from .patching import code_tree, fast_breakpoint_hook
+from .patching import fast_breakpoint_hook
 
 __all__ = ["compile_guarded", "arm_guards", "is_guarded", "covers", "reads_bytecode", "GuardedScript", "GUARDED"]
 

@@ -206,8 +206,6 @@ class NavigationCommands:
         --all   also show the plumbing frames (_call_impl, hooks, decorator wrappers, generate()).
         Alias: sm.
         Example: stack-model --all"""
-        from ..inspect.modules import model_stack
-        from ..render.modules import render_model_stack
         args = parse_args(arg, self.do_stack_model, flags={"--all"})
         if args.words:
             raise CommandError(f"unknown argument {args.words[0]!r} (usage: stack-model [--all])")

@@ -40,7 +40,7 @@ _PROMPTING: list = []  # the debugger whose prompt is open: a recursive one (`de
 
 def rank_job() -> RankJob | None:
     """Usage: ``rank_job()``; this rank's view of a job of 2+ ranks, or None (single process, no store)."""
-    global _JOB, _NO_STORE, _GAVE_UP
+    global _JOB, _NO_STORE
     if _JOB is not None:
         return _JOB
     rank, world = current_rank(), world_size()
