@@ -23,9 +23,11 @@ at, every module of that model is marked seen. Two ways to see the first call:
   turns seen modules away with one dict lookup; torch leaves its hook-free fast path for every module
   call while it is installed (``bench/module_breakpoints_bench.py``: 1.10x of a tiny Llama ``generate()``).
 
-``torch.save(model)``, ``pickle`` and ``copy`` write the state ``Module.__getstate__`` returns: llmpdb's
-hooks (these and a breakpoint's) are left out of it (``guest_hook.drop_guest_hooks``), so a model saved
-or copied while a breakpoint is pending is the program's own. ``torch.jit.script(model)`` compiles every
+``torch.save(model)``, ``pickle`` and ``copy.deepcopy`` write the state ``Module.__getstate__`` returns:
+llmpdb's hooks (these and a breakpoint's) are left out of it (``guest_hook.drop_guest_hooks``), so a
+model saved or copied while a breakpoint is pending is the program's own; a module that pickles itself
+through its own ``__reduce__`` (kernels hub's ``Func`` modules in transformers 5) is written with the
+inert stand-ins. ``torch.jit.script(model)`` compiles every
 hook a module carries: these are taken off while it reads them and put back after. A module armed by a
 breakpoint cannot be scripted while it is.
 
@@ -64,6 +66,7 @@ class RootWatch:
                                     on_state=lambda module, state: drop_guest_hooks(state))
         self._lifted: dict[int, weakref.ref] = {}  # hooks taken off while torch.jit reads them
         self._is_compiling = lambda: False
+        self._register = None  # torch's Module.register_forward_pre_hook (3.12+ mode)
 
     @property
     def installed(self) -> bool:
@@ -78,8 +81,9 @@ class RootWatch:
         module_class = getattr(api, "Module", None)
         if module_class is not None and self._births.start(module_class):
             self.mode = "modules"
+            self._register = module_class.register_forward_pre_hook  # torch's: never a subclass's override
             if scan:
-                for module in existing_modules(module_class):
+                for module in existing_modules(module_class, self._births.holders):
                     if not self.seen(module):
                         self._watch(module)
             return True
@@ -136,8 +140,14 @@ class RootWatch:
                 self._watch(module)
 
     def _born(self, module) -> None:
-        if not self.seen(module):
-            self._watch(module)
+        """A module made, deep-copied, unpickled, or ``Module.__init__`` run again on a live one (which gives
+        it new hook dicts: an old first-call hook is gone with them)."""
+        if self.seen(module):
+            return
+        entry = self._watched.pop(id(module), None)
+        if entry is not None:
+            entry[1].remove()
+        self._watch(module)
 
     def _watch(self, module) -> None:
         """A first-call hook on ``module`` (3.12+ mode): it goes when the module is marked seen."""
@@ -146,7 +156,7 @@ class RootWatch:
             return
         try:
             ref = weakref.ref(module)
-            handle = module.register_forward_pre_hook(GuestHook(self._first_call, module))
+            handle = self._register(module, GuestHook(self._first_call, module))
         except Exception:  # no weak references, no hook dicts, a ScriptModule (refuses hooks): not watched
             return
         self._watched[id(module)] = (ref, handle)

@@ -62,15 +62,16 @@ class Model(Base):
 
 
 def test_which_classes_can_be_called():
-    assert can_call(Layer, Base) and can_call(Model, Base)
-    assert not can_call(Container, Base) and not can_call(Base, Base)
+    assert can_call(Layer, Base, (Container,)) and can_call(Model, Base, (Container,))
+    assert not can_call(Container, Base, (Container,))  # a holder without a forward of its own
+    assert can_call(Base, Base, (Container,))  # a bare module may be given a forward on the instance
 
 
 @needs_monitoring
 def test_built_copied_and_unpickled_modules_are_told_once_each_with_their_state_in_place():
     told = []
     births = ModuleBirths(lambda module: told.append((type(module).__name__, dict(vars(module)))))
-    assert births.start(Base)
+    assert births.start(Base, (Container,))
     try:
         tool = births.tool
         assert MONITORING.get_tool(tool) == TOOL_NAME
@@ -103,7 +104,7 @@ def test_a_failing_listener_never_reaches_the_program_and_is_reported():
         raise RuntimeError("listener bug")
 
     births = ModuleBirths(broken, errors.append)
-    assert births.start(Base)
+    assert births.start(Base, (Container,))
     try:
         model = Model()  # the program goes on
     finally:
@@ -128,9 +129,9 @@ def test_no_free_tool_id_means_no_watch_and_nothing_taken():
 def test_existing_modules_finds_the_callable_ones_alive_by_type():
     model = Model()
     gc.collect()
-    found = [m for m in existing_modules(Base) if m is model or m in model.layers.children]
+    found = [m for m in existing_modules(Base, (Container,)) if m is model or m in model.layers.children]
     assert sorted(type(m).__name__ for m in found) == ["Layer", "Layer", "Model"]
-    assert not any(m is model.layers for m in existing_modules(Base))
+    assert not any(m is model.layers for m in existing_modules(Base, (Container,)))
 
 
 @needs_monitoring
@@ -142,14 +143,15 @@ def test_the_state_pickle_and_copy_write_passes_by_on_state_which_may_leave_entr
         state.pop("secret", None)  # what pickle writes, not the module: it keeps its attribute
 
     births = ModuleBirths(lambda module: None, on_state=on_state)
-    assert births.start(Base)
+    assert births.start(Base, (Container,))
     try:
         layer = Layer(2)
         layer.secret = "debugger's"
         copied = copy.deepcopy(layer)
         loaded = pickle.loads(pickle.dumps(layer))
+        shallow = copy.copy(layer)  # shares the module's dicts, as it would without llmpdb: not told
     finally:
         births.stop()
-    assert seen == ["Layer", "Layer"] and layer.secret == "debugger's"
+    assert seen == ["Layer", "Layer"] and layer.secret == "debugger's" and shallow.secret == "debugger's"
     assert not hasattr(copied, "secret") and not hasattr(loaded, "secret") and loaded.width == 2
     assert pickle.loads(pickle.dumps(layer)).secret == "debugger's"  # stopped: written as it is

@@ -230,3 +230,65 @@ def test_a_model_saved_or_copied_while_a_breakpoint_is_pending_is_the_programs_o
     finally:
         engine.clear()
     assert watch_hooks(model, copy_) == 0
+
+
+def test_what_the_watch_must_not_change_or_miss():
+    """Found by trying it as a hostile user would (3.12+: the watch is a hook on each module)."""
+    recorder = Recorder()
+    engine = ModuleBreakpointEngine(recorder)
+    engine.add("lin", [], pending=True)
+    calls = []
+
+    class Logged(torch.nn.Linear):
+        def register_forward_pre_hook(self, hook, **kwargs):  # the program's override: llmpdb never calls it
+            calls.append(self.log)                            # (set after Module.__init__ returned)
+            return super().register_forward_pre_hook(hook, **kwargs)
+
+        def __init__(self):
+            super().__init__(2, 2)
+            self.log = "ready"
+
+    try:
+        logged = Logged()
+        assert calls == []
+        # copy.copy shares the hook dicts, with llmpdb as without
+        alias = copy.copy(logged)
+        assert alias._forward_pre_hooks is logged._forward_pre_hooks
+        # a bare module given its forward on the instance is a root like any other
+        root = torch.nn.Module()
+        root.lin = torch.nn.Linear(2, 2)
+        root.forward = lambda x: root.lin(x)
+        with torch.no_grad():
+            root(torch.ones(1, 2))
+    finally:
+        engine.clear()
+    # Module.__init__ run again on a live module (a reset) gives it new hook dicts: still watched
+    engine.add("lin", [], pending=True)
+    reset = torch.nn.Module()
+    torch.nn.Module.__init__(reset)
+    reset.lin = torch.nn.Linear(2, 2)
+    reset.forward = lambda x: reset.lin(x)
+    try:
+        with torch.no_grad():
+            reset(torch.ones(1, 2))
+    finally:
+        engine.clear()
+    assert [(code, module) for code, module, _ in recorder.stops] == [
+        ("Linear.forward", root.lin), ("Linear.forward", reset.lin)]
+
+
+def test_a_model_compiled_while_a_breakpoint_is_pending_is_looked_at_and_warned_about():
+    engine = ModuleBreakpointEngine(Recorder())
+    bp = engine.add("blocks.1", [], pending=True)
+    model = plain_model()
+    compiled = torch.compile(model, backend="eager")
+    try:
+        with torch.no_grad():
+            compiled(torch.tensor([[1, 2]]))
+        messages = engine.take_messages()
+    finally:
+        engine.clear()
+        torch._dynamo.reset()
+    assert not bp.pending and bp.labels == {id(model.blocks[1]): "blocks.1"}
+    assert messages[0].startswith("module breakpoint 1: blocks.1 was pending; armed on blocks.1")
+    assert "runs under torch.compile" in messages[1]
