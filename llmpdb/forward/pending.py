@@ -27,9 +27,8 @@ at, every module of that model is marked seen. Two ways to see the first call:
 llmpdb's hooks (these and a breakpoint's) are left out of it (``guest_hook.drop_guest_hooks``), so a
 model saved or copied while a breakpoint is pending is the program's own; a module that pickles itself
 through its own ``__reduce__`` (kernels hub's ``Func`` modules in transformers 5) is written with the
-inert stand-ins. ``torch.jit.script(model)`` compiles every
-hook a module carries: these are taken off while it reads them and put back after. A module armed by a
-breakpoint cannot be scripted while it is.
+inert stand-ins. ``torch.jit.script(model)`` compiles every hook a module carries: these are taken off
+while it reads them and put back after. A module armed by a breakpoint cannot be scripted while it is.
 
 Inside a graph dynamo is tracing, ``torch.compiler.is_compiling()`` is a constant True, so either hook
 folds away there and adds nothing to compiled code.
