@@ -3,7 +3,7 @@
 Usage::
 
     tool = take_tool_id((4, 3), "llmpdb-births")    # the id now held under that name, or None
-    ...
+    sys.monitoring.set_local_events(tool, code, sys.monitoring.events.PY_RETURN)   # use it
     sys.monitoring.free_tool_id(tool)
 
 Four parts of llmpdb hold an id while they work, each preferring a different one so they rarely compete:

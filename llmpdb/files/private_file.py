@@ -7,7 +7,7 @@ Usage::
     write_private_file("llmpdb-crash-123.txt", report)      # a whole file at once (tmp + rename)
     data = read_bounded("job-4242.token", 4096)             # at most 4096 bytes of a regular file
     try:
-        ...
+        data = read_bounded(path, 4096)
     except PrivateFileError as exc:                          # an OSError; the message is one line
         print(f"llmpdb: {exc}", file=sys.stderr)
 

@@ -55,7 +55,7 @@ class RootWatch:
     """The watch of pending breakpoints; ``on_root(module, args)`` sees each new model once."""
 
     def __init__(self, on_root, on_error=None):
-        self.on_root = on_root
+        self.on_root, self.on_error = on_root, on_error
         self.mode: str | None = None  # "modules" (3.12+), "global", None while not installed
         self._handle = None  # the global hook
         self._seen: dict[int, weakref.ref] = {}
@@ -156,7 +156,11 @@ class RootWatch:
         try:
             ref = weakref.ref(module)
             handle = self._register(module, GuestHook(self._first_call, module))
-        except Exception:  # no weak references, no hook dicts, a ScriptModule (refuses hooks): not watched
+        except Exception as exc:
+            # Not watched. A ScriptModule refuses every hook (and no breakpoint can arm on it): nothing to
+            # say. Anything else is said at the next stop, through the engine's messages.
+            if self.on_error is not None and not type(module).__module__.startswith("torch.jit"):
+                self.on_error(exc)
             return
         self._watched[id(module)] = (ref, handle)
         if len(self._watched) > self._prune_at:  # modules made and dropped (a temporary Sequential)

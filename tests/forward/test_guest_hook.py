@@ -23,14 +23,21 @@ def _never_stop(frame, header):
     raise AssertionError(f"no stop expected: {header}")
 
 
+def armed_llama():
+    """A tiny Llama with a breakpoint armed on ``model.layers.1.self_attn`` whose condition never holds:
+    ``(model, engine, bp, the armed module)``; the caller clears the engine."""
+    model = tiny_llama().eval()
+    engine = ModuleBreakpointEngine(_never_stop)
+    bp = engine.add("model.layers.1.self_attn", [model], condition="hidden_states.shape[1] < 0")
+    return model, engine, bp, model.model.layers[1].self_attn
+
+
 def hooks(module) -> list:
     return list(module._forward_pre_hooks.values()) + list(module._forward_hooks.values())
 
 
 def test_a_model_armed_with_bm_saves_whole_and_loads_without_llmpdb(tmp_path):
-    model = tiny_llama().eval()
-    engine = ModuleBreakpointEngine(_never_stop)
-    bp = engine.add("model.layers.1.self_attn", [model], condition="hidden_states.shape[1] < 0")
+    model, engine, bp, _ = armed_llama()
     try:
         path = tmp_path / "whole.pt"
         torch.save(model, path)  # raised PicklingError: the engine's hook function cannot be pickled
@@ -61,10 +68,7 @@ def test_a_model_armed_with_bm_saves_whole_and_loads_without_llmpdb(tmp_path):
 
 
 def test_a_deep_copy_made_while_armed_keeps_no_hook_and_never_counts():
-    model = tiny_llama().eval()
-    engine = ModuleBreakpointEngine(_never_stop)
-    bp = engine.add("model.layers.1.self_attn", [model], condition="hidden_states.shape[1] < 0")
-    armed = model.model.layers[1].self_attn
+    model, engine, bp, armed = armed_llama()
     try:
         twin = copy.deepcopy(model)  # an EMA or reference model made after `bm`
         copied = twin.model.layers[1].self_attn
@@ -82,10 +86,7 @@ def test_a_deep_copy_made_while_armed_keeps_no_hook_and_never_counts():
 
 
 def test_a_shallow_copy_shares_the_hook_dicts_and_leaves_the_breakpoint_armed():
-    model = tiny_llama().eval()
-    engine = ModuleBreakpointEngine(_never_stop)
-    bp = engine.add("model.layers.1.self_attn", [model], condition="hidden_states.shape[1] < 0")
-    armed = model.model.layers[1].self_attn
+    model, engine, bp, armed = armed_llama()
     try:
         alias = copy.copy(armed)  # the same hook dicts: removing the hook there would disarm the original
         assert alias._forward_pre_hooks is armed._forward_pre_hooks
@@ -129,7 +130,7 @@ def test_nan_break_blocks_armed_model_pickles_and_its_copy_is_not_checked():
 def test_drop_guest_hooks_leaves_llmpdbs_hooks_out_of_the_state_and_the_module_untouched():
     model = tiny_llama().eval()
     armed = model.model.layers[1].self_attn
-    own = armed.register_forward_pre_hook(print, with_kwargs=True)  # the program's own hook stays
+    own = armed.register_forward_pre_hook(print, with_kwargs=True)  # the program's own hook stays, first
     engine = ModuleBreakpointEngine(_never_stop)
     engine.add("model.layers.1.self_attn", [model], condition="hidden_states.shape[1] < 0")
     try:
