@@ -6,7 +6,9 @@ after each event pdb handled, ``engine.deactivate()`` to release the tool id.
 One tool id named ``"llmpdb"`` (``DEBUGGER_ID``, else 3 or 4). Events:
 
 - ``PY_START``/``PY_RESUME`` globally, each answered with ``DISABLE``: every code object is looked at
-  once; one that holds a breakpoint line gets local ``LINE``/``JUMP`` events;
+  once; one that holds a breakpoint line gets local ``LINE``/``JUMP`` events. The constructor of dynamo's
+  translator is the exception: it stays heard, so code ``torch.compile`` traces gets its note
+  (``monitoring_dynamo``);
 - ``LINE`` on those code objects: a breakpoint line goes to pdb (in the debugged thread); any other line
   answers ``DISABLE`` and is never reported again until breakpoints change (``restart_events``);
 - ``JUMP``: a backward jump within one line is a line event for ``sys.settrace``, so it is one here;
@@ -37,6 +39,7 @@ from typing import Any
 from .conditions import ConditionCache
 from .engine import ALL_LINES, WATCH, EngineBase, identity
 from .interrupt import register_delivery
+from .monitoring_dynamo import DynamoNote, is_translator_init
 from .tool_ids import take_tool_id
 
 __all__ = ["MonitoringEngine", "free_tool_id_available", "TOOL_NAME", "TOOL_IDS"]
@@ -63,7 +66,7 @@ if _MON is not None:
     _GLOBAL_RETURNING = _GLOBAL_CONTINUE | _E.PY_UNWIND  # ``return``: an exception in returnframe never stops
 
 
-class MonitoringEngine(EngineBase):
+class MonitoringEngine(DynamoNote, EngineBase):
     """Delivers CONTINUE/WATCH events to ``pdb.fb_deliver`` through ``sys.monitoring``."""
 
     def __init__(self, pdb: Any):
@@ -89,6 +92,7 @@ class MonitoringEngine(EngineBase):
         self.key: tuple | None = None
         self.problems: list[str] = []
         self.arm_seconds = 0.0  # time spent arming and releasing (reported by the benchmark)
+        self._dynamo_init()
 
     # ---- arming ----------------------------------------------------------------------------------------
     def _acquire(self) -> None:
@@ -152,10 +156,13 @@ class MonitoringEngine(EngineBase):
         self.watch_disabled = False
         if self.tool is None:
             self._acquire()
-        if breaks != self.breaks:
+        changed = breaks != self.breaks
+        if changed:
             self.code_lines.clear()
             self.plans.clear()
         self.breaks = breaks
+        if changed and (self.dynamo_traced or "torch._dynamo" in sys.modules):
+            self._dynamo_recheck()
         new_codes = {identity(f.f_code) for f in watched}
         line_codes = {identity(stop_frame.f_code)} if stop_frame is not None else set()
         restart = restart or bool(new_codes - self.watched_codes) or bool(line_codes - self.line_codes)
@@ -243,6 +250,9 @@ class MonitoringEngine(EngineBase):
 
     def _on_start(self, code, offset):
         if self.tool is not None:
+            if is_translator_init(code):  # torch.compile traces a code object (``monitoring_dynamo``)
+                self._dynamo_traces(sys._getframe(1))
+                return None  # stays on: every translator dynamo builds is heard
             events = self._wanted_local(code)
             if events:
                 self._set_local(code, events)
