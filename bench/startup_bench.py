@@ -3,12 +3,16 @@
 Usage::
 
     python bench/startup_bench.py                   # both rows, 5 interleaved rounds
-    python bench/startup_bench.py --rounds 7 --only prompt
+    python bench/startup_bench.py --rounds 7 --only prompt     # the two first-prompt rows
 
 Rows (each a whole process, wall time, median over rounds; the ratio is to stdlib pdb of the same round):
 
-- ``first prompt``: ``-c q examples/infer.py``: start, import the debugger, compile the script, stop at its
-  first line and quit there (what a person waits for before the first prompt);
+- ``first prompt in a terminal``: ``examples/infer.py`` in a pseudo-terminal (pexpect): from the start to the
+  moment the prompt's text arrives (``(Pdb) ``, ``(Pdb++) ``, ``(llmpdb) ``), the stop's header and its
+  colours included; then ``q``. This is what a person waits for (needs pexpect);
+- ``first prompt, -c q``: ``-c q examples/infer.py`` through pipes: start, import the debugger, compile the
+  script, stop at its first line and quit there. pdb and pdb++ run ``-c`` commands before they print the
+  stop's header, so they skip its source highlighting here, which llmpdb does not;
 - ``import torch, transformers``: a script that imports both, with ``b`` on a later line of the script set at
   the first prompt, then ``c`` from a pipe (only when torch imports).
 
@@ -73,6 +77,26 @@ def timed(command: list[str], env: dict, typed: bytes) -> float:
     return elapsed
 
 
+PROMPTS = {"stdlib pdb": r"\(Pdb\) ", "pdb++": r"\(Pdb\+\+\) ", "llmpdb": r"\(llmpdb\) "}
+
+
+def timed_in_terminal(name: str, command: list[str], env: dict) -> float:
+    """Seconds from the start of ``command`` in a pseudo-terminal to its first prompt; then ``q``."""
+    import pexpect
+
+    start = time.perf_counter()
+    child = pexpect.spawn(command[0], command[1:], env={**env, "TERM": "xterm-256color"}, dimensions=(40, 120),
+                          timeout=60)
+    try:
+        child.expect(PROMPTS[name])
+        elapsed = time.perf_counter() - start
+        child.sendline("q")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    return elapsed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -84,8 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         handle.write(IMPORTS)
     line = IMPORTS.splitlines().index("y = 2  # the breakpoint line") + 1
     rows = []
+    if args.only in (None, "prompt") and importlib.util.find_spec("pexpect") is not None:
+        rows.append(("first prompt in a terminal", [EXAMPLE], None))
     if args.only in (None, "prompt"):
-        rows.append(("first prompt", ["-c", "q", EXAMPLE], b""))
+        rows.append(("first prompt, -c q", ["-c", "q", EXAMPLE], b""))
     have_torch = all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers"))
     if args.only in (None, "imports") and have_torch:
         # ``c`` comes from a pipe: after it runs out pdb quits at the breakpoint, llmpdb goes on to the end
@@ -94,12 +120,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Python {sys.version.split()[0]}, {args.rounds} rounds, interleaved; wall seconds (median) and "
           "ratio to stdlib pdb of the same round")
     for row, tail, typed in rows:
-        for _, command, env in tools:
-            timed(command + tail, env, typed)  # warm-up: byte-code caches, the file system
+        def measure(name, command, env):
+            if typed is None:
+                return timed_in_terminal(name, command + tail, env)
+            return timed(command + tail, env, typed)
+
+        for name, command, env in tools:
+            measure(name, command, env)  # warm-up: byte-code caches, the file system
         times = {name: [] for name, _, _ in tools}
         for _ in range(args.rounds):
             for name, command, env in tools:
-                times[name].append(timed(command + tail, env, typed))
+                times[name].append(measure(name, command, env))
         base = times["stdlib pdb"]
         cells = []
         for name, _, _ in tools:

@@ -18,7 +18,6 @@ lower layers (forward hooks) can stop without importing the debugger.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 __all__ = ["Session", "SESSION", "register_stop_note", "stop_notes", "STOP_NOTE_PROVIDERS"]
@@ -27,15 +26,15 @@ StopNote = Callable[[object, object], "str | list[str] | None"]
 STOP_NOTE_PROVIDERS: list[StopNote] = []
 
 
-@dataclass
 class Session:
     """Per-process debugging session: ``stop`` counts the interactions so far (1 at the first stop)."""
 
-    stop: int = 0
-    _memories: dict[str, Any] = field(default_factory=dict)
-    stopper: Callable[[object, str], None] | None = None
-    relay: Callable[[str], None] | None = None  # a job's relay of a log line others cannot see (ranks)
-    stood_down: str = ""  # the debugger llmpdb handed the process to (`ide`: "debugpy"); then it never stops
+    def __init__(self) -> None:
+        self.stop = 0
+        self._memories: dict[str, Any] = {}
+        self.stopper: Callable[[object, str], None] | None = None
+        self.relay: Callable[[str], None] | None = None  # a job's relay of a log line others cannot see (ranks)
+        self.stood_down = ""  # the debugger llmpdb handed the process to (`ide`: "debugpy"); then it never stops
 
     def memory(self, key: str, factory: Callable[[], Any]) -> Any:
         """Usage: ``SESSION.memory("snapshots", dict)``; created on first use, kept for the process."""

@@ -113,7 +113,9 @@ IMPORTS_INSIDE_FUNCTIONS = {
     "llmpdb/commands/dump.py": COMMAND_FIRST_USE,
     "llmpdb/commands/explain.py": COMMAND_FIRST_USE,
     "llmpdb/commands/help.py": COMMAND_FIRST_USE,
-    "llmpdb/commands/ide.py": "debugpy (an optional package) and its pydevd, only when `ide` runs",
+    "llmpdb/commands/ide.py": "debugpy (an optional package) and its pydevd, and the address rule (socket, json), "
+                              "only when `ide` runs",
+    "llmpdb/debugger/stepping.py": "inspect.modules (three records), only when a step into a forward names it",
     "llmpdb/commands/grads.py": COMMAND_FIRST_USE,
     "llmpdb/commands/kv.py": COMMAND_FIRST_USE,
     "llmpdb/commands/mem.py": COMMAND_FIRST_USE,

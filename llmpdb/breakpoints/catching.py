@@ -32,7 +32,6 @@ import fnmatch
 import os
 import re
 import sys
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .tool_ids import take_tool_id
@@ -73,19 +72,18 @@ def _in_library_import(frame, limit: int = 200) -> bool:
     return False
 
 
-@dataclass
 class Catch:
     """One exception breakpoint: its number, glob, optional condition (``e`` is the exception), hits."""
 
-    number: int
-    pattern: str
-    condition: str | None = None
-    hits: int = 0
-    code: Any = field(default=None, repr=False, compare=False)  # the compiled condition
+    __slots__ = ("number", "pattern", "condition", "hits", "code")
 
-    def __post_init__(self) -> None:
-        if self.condition and self.code is None:
-            self.code = compile(self.condition, "<catch condition>", "eval")  # SyntaxError: the caller's
+    def __init__(self, number: int, pattern: str, condition: str | None = None, hits: int = 0):
+        self.number, self.pattern, self.condition, self.hits = number, pattern, condition, hits
+        # the compiled condition; a SyntaxError is the caller's
+        self.code: Any = compile(condition, "<catch condition>", "eval") if condition else None
+
+    def __repr__(self) -> str:
+        return f"Catch(number={self.number}, pattern={self.pattern!r}, condition={self.condition!r}, hits={self.hits})"
 
 
 def valid_pattern(pattern: str) -> bool:

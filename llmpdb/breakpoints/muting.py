@@ -13,8 +13,6 @@ A site is ``(filename, lineno)`` of the ``breakpoint()`` (or ``llmpdb.set_trace(
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 __all__ = ["Muting", "MUTING", "site_of"]
 
 
@@ -23,13 +21,13 @@ def site_of(frame) -> tuple[str, int]:
     return frame.f_code.co_filename, frame.f_lineno
 
 
-@dataclass
 class Muting:
     """The process's muted sites; ``last`` is the site that opened the latest stop, with its frame's id."""
 
-    mute_all: bool = False
-    sites: set[tuple[str, int]] = field(default_factory=set)
-    last: tuple[int, str, int] | None = None
+    def __init__(self) -> None:
+        self.mute_all = False
+        self.sites: set[tuple[str, int]] = set()
+        self.last: tuple[int, str, int] | None = None
 
     def skip(self, frame) -> bool:
         return self.mute_all or (bool(self.sites) and site_of(frame) in self.sites)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
 from typing import Callable
 
 __all__ = ["StopGate", "STOP_GATE", "Wait"]
@@ -23,13 +22,13 @@ _ANNOUNCE_AFTER_S = 0.3  # let the stopped thread print its header first (lines 
 Announce = Callable[[str, str], None]
 
 
-@dataclass
 class Wait:
     """How a thread got its turn: whom it waited for, how long, and whether it already said so."""
 
-    other: str
-    seconds: float
-    announced: bool
+    __slots__ = ("other", "seconds", "announced")
+
+    def __init__(self, other: str, seconds: float, announced: bool):
+        self.other, self.seconds, self.announced = other, seconds, announced
 
 
 class StopGate:

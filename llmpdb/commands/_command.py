@@ -25,7 +25,6 @@ from __future__ import annotations
 import functools
 import inspect
 import traceback
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 __all__ = ["CommandError", "command", "usage_of", "parse_args", "Args", "split_words", "whole_number"]
@@ -111,13 +110,14 @@ def split_words(text: str) -> list[str]:
     return [text[a:b] for a, b in _tokens(text or "")]
 
 
-@dataclass
 class Args:
     """Parsed arguments: ``rest`` (the text left, untouched), ``words`` (its top-level words), options."""
 
-    rest: str
-    words: list[str]
-    options: dict[str, Any] = field(default_factory=dict)
+    __slots__ = ("rest", "words", "options")
+
+    def __init__(self, rest: str, words: list[str], options: dict[str, Any] | None = None):
+        self.rest, self.words = rest, words
+        self.options: dict[str, Any] = {} if options is None else options
 
     def flag(self, name: str) -> bool:
         return bool(self.options.get(name))

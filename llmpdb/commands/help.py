@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..render.config_file import config
 from ..session import SESSION
@@ -27,8 +27,7 @@ __all__ = ["HelpCommands", "HelpEntry", "help_entries", "summary_of", "BANNER"]
 BANNER = ("llmpdb: shapes · stack-model (sm) · break-module (bm) · kv · statediff "
           "— `help` lists them, `help NAME` explains one")
 
-@dataclass(frozen=True)
-class HelpEntry:
+class HelpEntry(NamedTuple):
     """One llmpdb command for the listing: its hyphenated name, aliases, usage line and summary."""
 
     name: str

@@ -28,7 +28,6 @@ import time
 from ..identity import rank_suffix
 from ..session import SESSION
 from ._command import CommandError, command, parse_args
-from .ide_config import attach_instructions, parse_listen_address
 
 __all__ = ["IdeCommands", "DEFAULT_WAIT", "MAX_WAIT"]
 
@@ -67,6 +66,8 @@ class IdeCommands:
         --timeout seconds (default 120; 0: no wait) for the IDE, then the program continues under debugpy.
         A host other than loopback needs --listen-public; ssh -L PORT:127.0.0.1:PORT NODE reaches it safely.
         Example: ide 5678"""
+        from .ide_config import attach_instructions, parse_listen_address  # socket, json: off the first prompt
+
         args = parse_args(arg, self.do_ide, flags={"--listen-public"}, options={"--timeout": _seconds})
         if len(args.words) > 1:
             raise CommandError("usage: ide [[HOST:]PORT] [--timeout SECONDS] [--listen-public]")

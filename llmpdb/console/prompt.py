@@ -258,6 +258,14 @@ class ConsoleMixin:
             return None
         return terminal_console()
 
+    def _custom_completer(self):
+        """pdb++ sets up its readline completer around each stop (fancycompleter, which imports pyrepl: ~5 ms
+        before the first prompt); a stop read by the terminal console completes through prompt_toolkit, so
+        none is set up there. Other stops (plain, remote, ranks, ``debug``) keep pdb++'s."""
+        if self._stop_console() is not None:
+            return contextlib.nullcontext()
+        return super()._custom_completer()
+
     def precmd(self, line):
         if not self.use_rawinput and self.stdin is not None:
             from .plain import CUT_MESSAGE, cut_by_terminal

@@ -27,7 +27,6 @@ from ..commands._command import CommandError, command
 from ..commands.navigation import user_root
 from ..inspect.debugger_frames import is_debugger_frame, program_traceback, visible_stack
 from ..inspect.frame_kinds import is_module_forward, step_plumbing
-from ..inspect.modules import frame_stack, module_frames
 
 __all__ = ["SteppingMixin", "is_debugger_frame", "program_traceback", "visible_stack", "STEP_SKIP", "STEP_ALL", "STEP_FORWARD"]
 
@@ -35,6 +34,8 @@ STEP_SKIP, STEP_ALL, STEP_FORWARD = "skip", "all", "forward"
 
 def _forward_label(frame) -> str:
     """``model.layers.0.self_attn (LlamaAttention)``, or the class alone when the frame runs the root."""
+    from ..inspect.modules import frame_stack, module_frames  # off the first prompt's imports
+
     rows = module_frames(frame_stack(frame), user_root())
     if not rows or rows[-1].module is None:
         return "?"

@@ -26,7 +26,6 @@ from __future__ import annotations
 import io
 import os
 import sys
-from dataclasses import dataclass
 
 __all__ = ["StopStreams", "stop_streams", "readable", "writable", "output_stream", "NULL_OUTPUT",
            "DroppingOutput"]
@@ -97,11 +96,14 @@ def output_stream(stdout, stderr):
     return NULL_OUTPUT
 
 
-@dataclass
 class StopStreams:
-    input: object
-    output: object
-    note: str | None
+    """What one stop reads from (``input``) and writes to (``output``), and the note saying why they are
+    not the process's own (None when they are)."""
+
+    __slots__ = ("input", "output", "note")
+
+    def __init__(self, input: object, output: object, note: str | None):
+        self.input, self.output, self.note = input, output, note
 
 
 def stop_streams(stdin, stdout, stderr) -> StopStreams:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from typing import NamedTuple
 
 __all__ = ["RankRecord", "RankJob", "connect_store", "torchrun_prefix", "StoreUnavailable", "StoreGone", "ENDED_STATES",
            "DEFAULT_POLICY"]
@@ -48,8 +48,7 @@ class StoreGone(RuntimeError):
     call, so torch's C++ client never prints its "Broken pipe" warning with a stack for it."""
 
 
-@dataclass
-class RankRecord:
+class RankRecord(NamedTuple):
     """What one rank last published: ``state`` is running, waiting, queued, prompt, finished, failed or quit."""
 
     rank: int
@@ -63,19 +62,20 @@ class RankRecord:
     code: int | None = None  # the exit status, when the rank ended through ``sys.exit`` / ``SystemExit``
 
 
-@dataclass
 class RankJob:
     """This rank's view of the job: its own rank, the world size, the interactive rank, the store."""
 
-    store: object
-    rank: int
-    world: int
-    interactive: int
-    via: str = ""
-    launcher_pid: int = 0  # the agent hosting the store (torchrun): its exit makes ``launcher_gone()`` true
-    _last_where: str = field(default="", repr=False)
-    notices_seen: int = field(default=0, repr=False)  # the notices this rank has printed (``relay_notices``)
-    gone_said: bool = field(default=False, repr=False)  # the prompting rank said the store is gone (once)
+    def __init__(self, store: object, rank: int, world: int, interactive: int, via: str = "",
+                 launcher_pid: int = 0):
+        self.store, self.rank, self.world, self.interactive, self.via = store, rank, world, interactive, via
+        self.launcher_pid = launcher_pid  # the agent hosting the store (torchrun): its exit makes ``launcher_gone()`` true
+        self._last_where = ""
+        self.notices_seen = 0  # the notices this rank has printed (``relay_notices``)
+        self.gone_said = False  # the prompting rank said the store is gone (once)
+
+    def __repr__(self) -> str:
+        return (f"RankJob(rank={self.rank}, world={self.world}, interactive={self.interactive}, via={self.via!r}, "
+                f"launcher_pid={self.launcher_pid})")
 
     @property
     def is_interactive(self) -> bool:
@@ -117,7 +117,7 @@ class RankJob:
             self._last_where = where
         record = RankRecord(self.rank, state, where or self._last_where, stop, socket.gethostname(),
                             os.getpid(), time.time(), os.getppid(), code)
-        self.store.set(f"rank/{self.rank}", json.dumps(asdict(record)))
+        self.store.set(f"rank/{self.rank}", json.dumps(record._asdict()))
         if state != "waiting":  # a rank that waits changes nothing for the others: 1,000 of them wake nobody
             self._bump()
 
@@ -129,7 +129,7 @@ class RankJob:
             return None
         try:
             data = json.loads(text)
-            return RankRecord(**{k: data[k] for k in RankRecord.__dataclass_fields__ if k in data})
+            return RankRecord(**{k: data[k] for k in RankRecord._fields if k in data})
         except (ValueError, TypeError, KeyError):
             return RankRecord(rank, "?", where=f"unreadable record {text[:40]!r}")
 

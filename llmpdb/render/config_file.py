@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass, field
 
 from .style import ROLES, Style, color_code, color_enabled
 
@@ -42,18 +41,35 @@ _COLOR_MODES = ("auto", "always", "never")
 _SHAPES_OPTIONS = {"stats": bool}
 
 
-@dataclass(frozen=True)
 class Config:
-    """The settings in effect; ``path`` is the file they came from (None: defaults only)."""
+    """The settings in effect; ``path`` is the file they came from (None: defaults only). Immutable and
+    compared by value (a plain class rather than a frozen dataclass: it is defined on the way to the first
+    prompt)."""
 
-    color: str = "auto"
-    colors: dict = field(default_factory=dict)  # role -> colour name, validated
-    width: int | None = None
-    shapes: dict = field(default_factory=lambda: {"stats": False})
-    history_size: int = 1000
-    banner: bool = True
-    path: str | None = None
-    warnings: tuple[str, ...] = ()
+    FIELDS = ("color", "colors", "width", "shapes", "history_size", "banner", "path", "warnings")
+    __slots__ = FIELDS
+
+    def __init__(self, color: str = "auto", colors: dict | None = None, width: int | None = None,
+                 shapes: dict | None = None, history_size: int = 1000, banner: bool = True,
+                 path: str | None = None, warnings: tuple[str, ...] = ()):
+        values = (color, {} if colors is None else colors,  # colors: role -> colour name, validated
+                  width, {"stats": False} if shapes is None else shapes, history_size, banner, path, warnings)
+        for name, value in zip(Config.FIELDS, values):
+            object.__setattr__(self, name, value)
+
+    def _values(self) -> tuple:
+        return tuple(getattr(self, name) for name in Config.FIELDS)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"Config is immutable: cannot set {name!r}")
+
+    def __eq__(self, other):
+        return type(other) is Config and self._values() == other._values()
+
+    __hash__ = None  # its dicts make it unhashable, as the frozen dataclass was
+
+    def __repr__(self) -> str:
+        return "Config(" + ", ".join(f"{name}={getattr(self, name)!r}" for name in Config.FIELDS) + ")"
 
 
 def config_path(env=None) -> str:

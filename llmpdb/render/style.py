@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 
 __all__ = ["Style", "ROLES", "color_code", "color_enabled", "strip_ansi", "visible_len"]
 
@@ -112,18 +111,31 @@ def color_enabled(stream, mode: str = "auto") -> bool:
         return False
 
 
-@dataclass(frozen=True)
 class Style:
-    """ANSI styles that collapse to identity when ``color`` is False."""
+    """ANSI styles that collapse to identity when ``color`` is False. Immutable, compared and hashed by value
+    (a plain class rather than a frozen dataclass: it is defined on the way to the first prompt)."""
 
-    color: bool = False
-    palette: tuple[tuple[str, str], ...] = ()  # (role, SGR code) pairs that replace ROLES' defaults
+    __slots__ = ("color", "palette")
+    color: bool
+    palette: tuple[tuple[str, str], ...]  # (role, SGR code) pairs that replace ROLES' defaults
 
     def __init__(self, color: bool = False, palette=()):
         object.__setattr__(self, "color", bool(color))
         pairs = palette.items() if hasattr(palette, "items") else palette
         object.__setattr__(self, "palette", tuple((role, color_code(value) if color_code(value) is not None
                                                    else str(value)) for role, value in pairs))
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"Style is immutable: cannot set {name!r}")
+
+    def __eq__(self, other):
+        return type(other) is Style and (self.color, self.palette) == (other.color, other.palette)
+
+    def __hash__(self):
+        return hash((self.color, self.palette))
+
+    def __repr__(self) -> str:
+        return f"Style(color={self.color!r}, palette={self.palette!r})"
 
     @classmethod
     def for_stream(cls, stream, palette=()) -> "Style":

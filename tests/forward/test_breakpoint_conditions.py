@@ -7,6 +7,7 @@ finds no console and waits for ``attach``, as for any closed stdin.)"""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -75,19 +76,24 @@ print("FINISHED", tuple(out.logits.shape))
 """
 
 
-@pytest.mark.parametrize("condition, named", [(THROW.format("SystemExit(3)"), "SystemExit: 3"),
-                                              (THROW.format("KeyboardInterrupt"), "KeyboardInterrupt")])
-def test_bm_condition_raising_in_a_tiny_llama_stops_and_the_program_goes_on(tmp_path, condition, named):
+RAISING = [(THROW.format("SystemExit(3)"), "SystemExit: 3"), (THROW.format("KeyboardInterrupt"), "KeyboardInterrupt")]
+
+
+def test_bm_condition_raising_in_a_tiny_llama_stops_and_the_program_goes_on(tmp_path):
+    """One run, two layers: each layer's condition raises its own BaseException (one torch start)."""
     pytest.importorskip("transformers")
     path = tmp_path / "llama_bm.py"
     path.write_text(textwrap.dedent(SCRIPT.format(tests=os.path.join(ROOT, "tests"))))
     env = {**os.environ, "NO_COLOR": "1", "PYTHONPATH": ROOT}
     env.pop("PYTHONBREAKPOINT", None)
-    commands = ["c", f"bm model.layers.0 if {condition}", "c", "p type(self).__name__", "c"]
+    commands = ["c", *(f"bm model.layers.{layer} if {condition}" for layer, (condition, _) in enumerate(RAISING))]
+    commands += ["c", "p type(self).__name__, self.self_attn.layer_idx", "c", "p type(self).__name__, self.self_attn.layer_idx", "c"]
     result = subprocess.run([sys.executable, "-m", "llmpdb", str(path)], input="".join(c + "\n" for c in commands),
                             capture_output=True, text=True, env=env, timeout=180, cwd=str(tmp_path))
     out = result.stdout + result.stderr
     assert result.returncode == 0, out[-3000:]
-    assert f"  condition {condition!r} raised {named}" in result.stdout, out[-3000:]
-    assert "'LlamaDecoderLayer'" in result.stdout  # stopped in the layer's forward
+    said = [result.stdout.index(f"  condition {condition!r} raised {named}") for condition, named in RAISING]
+    assert said[0] < said[1], out[-3000:]  # layer 0 first, each naming its own exception
+    stopped_in = re.findall(r"\('LlamaDecoderLayer', (\d)\)", result.stdout)
+    assert stopped_in == ["0", "1"], out[-3000:]  # stopped in each layer's forward, in order
     assert "FINISHED (1, 3, 256)" in result.stdout and "Traceback" not in out
