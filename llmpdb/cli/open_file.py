@@ -35,6 +35,7 @@ from ..commands._command import CommandError, command, parse_args
 from ..commands.kv import parse_kv_args
 from ..files.safetensors_file import CheckpointError, read_safetensors
 from ..inspect.checkpoint_guard import load_json
+from ..inspect.gc_paused import gc_paused
 from ..inspect.saved_records import MAX_DEPTH, records_from_json
 from ..inspect.tensor_paths import nest_paths
 from ..render.kv import render_cache, render_layer
@@ -261,7 +262,8 @@ def _with_aliases(saved: SavedStop) -> dict[str, Any]:
 def _namespace(saved: SavedStop, refused: list[str] | None = None) -> tuple[dict[str, Any], list[str]]:
     """The prompt's variables (top-level saved names; others, by their text, in ``saved_other``); paths
     ``nest_paths`` refuses (dunder or reserved parts) are appended to ``refused``. Linear in the paths."""
-    tree = nest_paths(_with_aliases(saved), refused=refused)
+    with gc_paused():  # one object a path: the collector's walks are most of the time on 200,000 paths
+        tree = nest_paths(_with_aliases(saved), refused=refused)
     names = [n for n in tree if n.isidentifier() and not keyword.iskeyword(n) and not n.startswith(("_llmpdb", "__"))]
     kept = set(names)
     others = {k: v for k, v in tree.items() if k not in kept}
