@@ -373,8 +373,9 @@ def parse_safetensors_header(raw: bytes, data_size: int, name: str, spans_out: d
 
     ``tensors[key] = (torch dtype name, shape)``; ``spans_out``, when given, gets ``key -> (begin, end)``
     (the checked data offsets) for every tensor, so a reader parses the header once. Refused with one
-    line: bad JSON, nesting too deep, a number of more than 19 digits, an unknown dtype, a negative or non-integer dimension or offset, a span
-    that does not fit dtype × shape or the file, two tensors sharing bytes.
+    line: bad JSON, nesting too deep, a number of more than 19 digits, an unknown dtype, a negative or
+    non-integer dimension or offset, a span that does not fit dtype × shape or the file, two tensors
+    sharing bytes.
     """
     header = load_json(raw, name, "safetensors header")
     if not isinstance(header, dict):
