@@ -174,11 +174,19 @@ class FastBreakpointsMixin(SafeInterruptMixin):
         if watching:
             before = (self.stopframe, self.returnframe, self.stoplineno, self.quitting, state["breaks_gen"],
                       self.llmpdb_interrupts, sys.gettrace())
+        # a return pdb handles (not a generator's yield while it waits for another frame): afterwards the
+        # caller runs, and pdb may stop there (`n`/`s` at a --Return--); 3.13's bdb then traces the caller.
+        # Under the engine the caller ran untraced, so 3.12 went on to the next traced frame, past it
+        caller_next = (event == "return" and frame.f_back is not None and frame.f_back is not self.botframe
+                       and (frame is self.returnframe or self.stop_here(frame))
+                       and not (self.stopframe and frame.f_code.co_flags & GENERATOR_FLAGS))
         state["depth"] += 1
         try:
             super().trace_dispatch(frame, event, arg)
         finally:
             state["depth"] -= 1
+            if caller_next and self.stoplineno != -1:
+                traced.append(frame.f_back)
             if state["depth"] == 0:
                 if watching and state["mode"] == WATCH and before == (
                         self.stopframe, self.returnframe, self.stoplineno, self.quitting, state["breaks_gen"],

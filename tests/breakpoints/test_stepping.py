@@ -72,6 +72,22 @@ def test_return_then_next_goes_to_caller(mods):
     assert stops(text) == ["work:15", f"helper:{loop}", f"helper:{loop + 1}", "work:16", "work:17"]
 
 
+def test_next_at_a_return_stops_in_a_caller_called_while_the_engine_ran(mods):
+    # work() is called while the engine runs (pdb traces it: a breakpoint is in its file); `n` at the
+    # --Return-- of helper() must stop in work(), not at the next frame pdb's machinery traces (3.12)
+    target, _ = mods
+    loop, lines = target.LINES["loop"], target.LINES
+
+    def outer(n):
+        return target.work(n)
+
+    commands = [f"tbreak {target.__file__}:{loop}", "c", "r", "n", "n", "c"]
+    _, text = both(outer, commands, 2)
+    assert "--Return--" in text
+    assert stops(text)[1:] == [f"helper:{loop}", f"helper:{lines['helper-return']}", f"work:{lines['work-b']}",
+                               f"work:{lines['work-c']}"]
+
+
 def test_jump(mods):
     target, _ = mods
     x3 = target.LINES["jump-x3"]
