@@ -284,10 +284,17 @@ class FastBreakpointsMixin(SafeInterruptMixin):
         state = self._fb_state()
         self._fb_prune_traced(frame)
         traced = state["traced"]
+        # the frames pdb waits for, and the caller of a generator or coroutine it waits in: pdb hears of
+        # its end there (3.11/3.12 stop at the caller's StopIteration, 3.13 traces the caller); called
+        # while the engine ran, they were untraced, and `n`/`r` out of an awaited coroutine ran to the end
+        waited = [self.stopframe, self.returnframe]
+        stop = self.stopframe
+        if stop is not None and stop.f_code.co_flags & GENERATOR_FLAGS and stop.f_back is not self.botframe:
+            waited.append(stop.f_back)
         walk = frame
         while walk is not None:
             if walk.f_trace is None and (walk is frame or any(walk is f for f in traced)
-                                         or self.break_anywhere(walk)):
+                                         or any(walk is f for f in waited) or self.break_anywhere(walk)):
                 walk.f_trace = self.trace_dispatch
             if walk is self.botframe:
                 break

@@ -32,6 +32,7 @@ Events are translated exactly as CPython's ``sys.settrace`` emulation does (``Py
 
 from __future__ import annotations
 
+import dis
 import sys
 import threading
 from typing import Any
@@ -54,6 +55,8 @@ def free_tool_id_available() -> bool:
     """Usage: ``free_tool_id_available()`` -> True when ``sys.monitoring`` has a tool id llmpdb may take."""
     return _MON is not None and any(_MON.get_tool(tool) is None for tool in TOOL_IDS)
 
+
+_RETURN_OPCODES = frozenset(dis.opmap[name] for name in ("RETURN_VALUE", "RETURN_CONST") if name in dis.opmap)
 
 if _MON is not None:
     _E = _MON.events
@@ -202,9 +205,19 @@ class MonitoringEngine(DynamoNote, EngineBase):
 
     def release_cleared(self) -> None:
         """Breakpoints were cleared at a prompt: code objects that only they needed lose their local events
-        now; the next ``activate`` plans (and restarts events) as usual."""
+        now; the next ``activate`` plans (and restarts events) as usual. The code of the frame stopped on
+        an instruction that returns keeps its events until then (``return 1`` is one ``RETURN_CONST`` on
+        3.12+): the interpreter runs that instruction as it was instrumented when the LINE event came, so
+        events taken off it now and put back for ``r`` or ``n`` would miss its return."""
         if self.tool is None:
             return
+        returning = set()
+        walk = sys._getframe(1)
+        while walk is not None:
+            code = walk.f_code
+            if 0 <= walk.f_lasti < len(code.co_code) and code.co_code[walk.f_lasti] in _RETURN_OPCODES:
+                returning.add(identity(code))
+            walk = walk.f_back
         breaks = self.pdb.fb_breakpoint_lines()
         if breaks == self.breaks:
             return
@@ -214,7 +227,8 @@ class MonitoringEngine(DynamoNote, EngineBase):
         self.key = None
         self.watch_disabled = True  # events to restart at the next plan, although ``breaks`` is current
         for code, _ in list(self.local.values()):
-            self._set_local(code, self._wanted_local(code))
+            if identity(code) not in returning:
+                self._set_local(code, self._wanted_local(code))
 
     def deactivate(self) -> None:
         """Stop all events and free the tool id."""

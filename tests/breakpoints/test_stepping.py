@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from breakpoint_sessions import FastPdb, both, run_session, stops
+from breakpoint_sessions import FastPdb, both, load, run_session, stops
 from breakpoint_sessions import fresh_breakpoints, mods  # noqa: F401  (fixtures)
 from llmpdb.breakpoints import CONTINUE, WATCH, FastBreakpointsMixin
 
@@ -86,6 +86,59 @@ def test_next_at_a_return_stops_in_a_caller_called_while_the_engine_ran(mods):
     assert "--Return--" in text
     assert stops(text)[1:] == [f"helper:{loop}", f"helper:{lines['helper-return']}", f"work:{lines['work-b']}",
                                f"work:{lines['work-c']}"]
+
+
+RETURNS = """\
+import asyncio
+
+
+def constant():
+    x = 1
+    return 1  # L:return-const
+
+
+def calls_constant():
+    a = constant()
+    return a + 1  # L:after-const
+
+
+async def leaf(x):
+    await asyncio.sleep(0)
+    y = x + 1  # L:leaf-body
+    return y
+
+
+async def awaiting():
+    a = await leaf(1)  # L:await-1
+    b = await leaf(2)  # L:await-2
+    return a + b
+
+
+def run_awaiting():
+    return asyncio.run(awaiting())
+"""
+
+
+@pytest.mark.parametrize("commands", [["r", "n"], ["cl 1", "r", "n"], ["n", "n"]], ids=["r", "clear-r", "n"])
+def test_return_from_a_line_that_only_returns_a_constant(tmp_path, commands):
+    # 3.12+: `return 1` is one RETURN_CONST, and the LINE event that stopped there ran it as instrumented
+    # then: events taken off its code at the prompt (a tbreak that fired, a `clear`) lost its return
+    target = load(tmp_path, "bp_returns_const", RETURNS)
+    line = target.LINES["return-const"]
+    _, text = both(target.calls_constant, [f"{'tbreak' if commands[0] != 'cl 1' else 'b'} "
+                                           f"{target.__file__}:{line}", "c", *commands, "c"])
+    assert "--Return--" in text
+    assert stops(text)[1:] == [f"constant:{line}", f"constant:{line}", f"calls_constant:{target.LINES['after-const']}"]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="3.11: the awaiting coroutine's SEND began untraced, "
+                    "so the StopIteration pdb stops at in it is never reported (stated in docs/design.md)")
+@pytest.mark.parametrize("commands", [["n", "n", "n"], ["r", "n"]], ids=["n", "r"])
+def test_next_and_return_out_of_an_awaited_coroutine_reach_the_awaiting_one(tmp_path, commands):
+    target = load(tmp_path, "bp_returns_coro", RETURNS)
+    line = target.LINES["leaf-body"]
+    _, text = both(target.run_awaiting, [f"tbreak {target.__file__}:{line}", "c", *commands, "c"])
+    assert f"awaiting:{target.LINES['await-1']}" in stops(text), text
 
 
 def test_jump(mods):
