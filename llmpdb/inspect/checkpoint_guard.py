@@ -272,9 +272,10 @@ class _HeaderProblem(Exception):
 
 
 class _Number(float):
-    """A JSON float that remembers how it was written (``1e400``, not ``inf``)."""
+    """A JSON float that remembers how it was written (``1e400``, not ``inf``), made only where its repr
+    would differ: a header of 26 million ``0.0`` holds plain floats (24 bytes each, not ~370)."""
 
-    text = ""
+    __slots__ = ("text",)
 
     def __repr__(self) -> str:
         return self.text
@@ -288,13 +289,16 @@ def _parse_int(text: str) -> int:
 
 
 def _parse_float(text: str) -> float:
+    value = float(text)
+    if repr(value) == text:
+        return value
     number = _Number(text)
     number.text = text if len(text) <= 24 else text[:20] + "…"
     return number
 
 
 def _parse_constant(text: str) -> float:
-    raise _HeaderProblem(f"{text} is not JSON")
+    raise _HeaderProblem(f"{text}, which is not JSON")
 
 
 class _DuplicateKey(Exception):
@@ -361,6 +365,9 @@ def load_json(raw: bytes, name: str, what: str) -> Any:
         raise CheckpointError(f"{name}: refused: {what} holds {exc}") from None
     except RecursionError:
         raise CheckpointError(f"{name}: refused: {what} is nested too deeply") from None
+    except MemoryError:  # millions of small values under the size limit, on a machine with little memory
+        raise CheckpointError(f"{name}: refused: {what} ({human_bytes(len(raw))}) needs more memory than "
+                              "this process has") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CheckpointError(f"{name}: {what} is not valid JSON ({exc})") from None
     except ValueError as exc:  # anything else the decoder refuses

@@ -147,7 +147,7 @@ def _safetensors(path, header, data: bytes = b"") -> str:
     (b"[" * 100_000 + b"]" * 100_000, b"",
      "refused: safetensors header is nested too deeply"),
     (b'{"w": {"dtype": "F32", "shape": [NaN], "data_offsets": [0, 4]}}', bytes(4),
-     "refused: safetensors header holds NaN is not JSON"),
+     "refused: safetensors header holds NaN, which is not JSON"),
     (b'{"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, '
      b'"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}', bytes(8),
      "refused: duplicate key 'w' in the safetensors header"),
