@@ -102,6 +102,9 @@ def read_header_bytes(fh: BinaryIO, name: str) -> tuple[int, int, bytes]:
                               "8-byte header length)")
     (length,) = struct.unpack("<Q", head)
     if length > size - 8:
+        kind = _other_format(head)
+        if kind:
+            raise CheckpointError(f"{name}: not a safetensors file: its first bytes are those of {kind}")
         raise CheckpointError(f"{name}: header length {length} bytes is larger than the file ({size} bytes):"
                               " truncated or not a safetensors file")
     if length > MAX_HEADER:
@@ -110,6 +113,21 @@ def read_header_bytes(fh: BinaryIO, name: str) -> tuple[int, int, bytes]:
     if len(raw) != length:
         raise CheckpointError(f"{name}: the file ends inside its header")
     return size, length, raw
+
+
+def _other_format(head: bytes) -> str:
+    """What a file's first bytes say it is when it is not safetensors ("" when they say nothing)."""
+    if head.startswith(b"PK\x03\x04"):
+        return "a zip archive (a torch.save checkpoint)"
+    if head[:1] == b"\x80" and 2 <= head[1] <= 5:
+        return "a pickle (a legacy torch.save checkpoint)"
+    if head.startswith(b"\x93NUMPY"):
+        return "a NumPy .npy array"
+    if head.startswith(b"GGUF"):
+        return "a GGUF file"
+    if head.startswith(b"\x89HDF"):
+        return "an HDF5 file"
+    return ""
 
 
 def _inside(path: str, folder: str) -> bool:

@@ -267,3 +267,19 @@ def test_python2_names_are_mapped_as_unpicklers_do(tmp_path):
     assert pickle_imports(io.BytesIO(pickle.dumps({1, 2}, protocol=2))) == ["builtins.set"]
     torch.save({"w": torch.zeros(2), "ids": {1, 2}}, tmp_path / "sets.pt")  # weights_only allows a set
     assert set(read_checkpoint(tmp_path / "sets.pt").tensors) == {"w"}
+
+
+@pytest.mark.parametrize("save, kind", [
+    (lambda path: torch.save({"w": torch.ones(2)}, path), "a zip archive (a torch.save checkpoint)"),
+    (lambda path: torch.save({"w": torch.ones(2)}, path, _use_new_zipfile_serialization=False),
+     "a pickle (a legacy torch.save checkpoint)"),
+    (lambda path: open(path, "wb").write(b"GGUF" + bytes(60)), "a GGUF file"),
+], ids=["zip", "legacy", "gguf"])
+def test_a_file_of_another_format_is_named_as_such_by_the_safetensors_reader(tmp_path, save, kind):
+    from llmpdb.files.safetensors_file import read_safetensors
+
+    path = tmp_path / "weights.safetensors"
+    save(str(path))
+    with pytest.raises(CheckpointError) as caught:
+        read_safetensors(str(path))
+    assert str(caught.value) == f"weights.safetensors: not a safetensors file: its first bytes are those of {kind}"
