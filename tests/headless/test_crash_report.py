@@ -37,13 +37,26 @@ SCRIPT = textwrap.dedent(
         raise ValueError("the model failed") from exc
     """
 )
+# The same chained failure without torch, for the tests of where the report goes (torch's start-up is most
+# of a run, and nothing about the model is asserted there).
+PLAIN_SCRIPT = textwrap.dedent(
+    """
+    def run_model():
+        raise RuntimeError("mat1 and mat2 shapes cannot be multiplied (4x128 and 100x64)")
+
+    try:
+        run_model()
+    except RuntimeError as exc:
+        raise ValueError("the model failed") from exc
+    """
+)
 UNSET = ("LLMPDB_HEADLESS", "LLMPDB_LISTEN", "LLMPDB_REPORT", "LLMPDB_TOUR", "PYTHONBREAKPOINT", "CI", "RANK",
          "WORLD_SIZE")
 
 
-def run_crashing(tmp_path, args=(), env=None, timeout=90):
+def run_crashing(tmp_path, args=(), env=None, timeout=90, source=SCRIPT):
     script = tmp_path / "crash.py"
-    script.write_text(SCRIPT)
+    script.write_text(source)
     full_env = {k: v for k, v in os.environ.items() if k not in UNSET}
     full_env.update({"NO_COLOR": "1", "PYTHONPATH": ROOT, **(env or {})})
     started = time.monotonic()
@@ -136,7 +149,7 @@ def test_a_bad_report_path_is_one_line_and_still_exit_1(tmp_path, kind):
         path.symlink_to(victim)
     else:
         os.mkfifo(path)
-    result, elapsed = run_crashing(tmp_path, ["--report", str(path)])
+    result, elapsed = run_crashing(tmp_path, ["--report", str(path)], source=PLAIN_SCRIPT)
     assert result.returncode == 1
     reason = {"directory": "a directory", "symlink": "a symbolic link (not followed)", "fifo": "a FIFO"}[kind]
     assert f"llmpdb: no crash report: cannot write {path}: it is {reason}" in result.stderr.splitlines()
@@ -152,7 +165,7 @@ def test_report_replaces_an_existing_regular_file(tmp_path):
     path = tmp_path / "old.txt"
     path.write_text("old report")
     os.chmod(path, 0o644)
-    result, _ = run_crashing(tmp_path, ["--report", str(path)])
+    result, _ = run_crashing(tmp_path, ["--report", str(path)], source=PLAIN_SCRIPT)
     assert result.returncode == 1
     assert path.read_text().startswith("llmpdb crash report\n")
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -293,7 +306,7 @@ def test_an_exception_whose_properties_raise_still_gets_its_traceback_and_report
 
 
 def test_report_to_dev_full_is_one_line_and_exit_1(tmp_path):
-    result, _ = run_crashing(tmp_path, ["--report", "/dev/full"])
+    result, _ = run_crashing(tmp_path, ["--report", "/dev/full"], source=PLAIN_SCRIPT)
     assert result.returncode == 1
     assert "llmpdb: no crash report: cannot write /dev/full: it is a character device" in result.stderr.splitlines()
     assert "ValueError: the model failed" in result.stderr
