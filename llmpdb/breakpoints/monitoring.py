@@ -211,6 +211,9 @@ class MonitoringEngine(DynamoNote, EngineBase):
         events taken off it now and put back for ``r`` or ``n`` would miss its return."""
         if self.tool is None:
             return
+        breaks = self.pdb.fb_breakpoint_lines()
+        if breaks == self.breaks:
+            return
         returning = set()
         walk = sys._getframe(1)
         while walk is not None:
@@ -218,9 +221,6 @@ class MonitoringEngine(DynamoNote, EngineBase):
             if 0 <= walk.f_lasti < len(code.co_code) and code.co_code[walk.f_lasti] in _RETURN_OPCODES:
                 returning.add(identity(code))
             walk = walk.f_back
-        breaks = self.pdb.fb_breakpoint_lines()
-        if breaks == self.breaks:
-            return
         self.breaks = breaks
         self.code_lines.clear()
         self.plans.clear()
