@@ -185,7 +185,7 @@ class FastBreakpointsMixin(SafeInterruptMixin):
             super().trace_dispatch(frame, event, arg)
         finally:
             state["depth"] -= 1
-            if caller_next and self.stoplineno != -1:
+            if caller_next and self.stoplineno != -1 and all(f is not frame.f_back for f in traced):
                 traced.append(frame.f_back)
             if state["depth"] == 0:
                 if watching and state["mode"] == WATCH and before == (

@@ -43,6 +43,7 @@ MAX_INFLATE_RATIO = 100  # torch.save stores entries uncompressed; a deflated en
 _LEGACY_PICKLES = 5  # magic number, protocol, sys info, the object, the storage keys
 _MAX_DIGITS = 19  # any dimension or offset fits in a signed 64-bit integer
 _LONG_DIGITS = re.compile(rb"[0-9]{%d}" % (_MAX_DIGITS + 1))  # a number that may be too long
+_ZIP_MAGIC = b"PK\x03\x04"  # how a zip archive, and so a torch.save file since torch 1.6, starts
 
 ST_DTYPES = {
     "BOOL": ("bool", 1), "U8": ("uint8", 1), "I8": ("int8", 1), "U16": ("uint16", 2), "I16": ("int16", 2),
@@ -117,7 +118,7 @@ def read_header_bytes(fh: BinaryIO, name: str) -> tuple[int, int, bytes]:
 
 def _other_format(head: bytes) -> str:
     """What a file's first bytes say it is when it is not safetensors ("" when they say nothing)."""
-    if head.startswith(b"PK\x03\x04"):
+    if head.startswith(_ZIP_MAGIC):
         return "a zip archive (a torch.save checkpoint)"
     if head[:1] == b"\x80" and 2 <= head[1] <= 5:
         return "a pickle (a legacy torch.save checkpoint)"
@@ -254,7 +255,7 @@ def _scan(path: str, name: str, unsafe_trusted: bool) -> None:
         size = os.fstat(fh.fileno()).st_size
         if size == 0:  # also what /proc and /sys files report: their reads can block or never end
             raise CheckpointError(f"{name}: refused: an empty file (0 bytes), not a torch.save file")
-        if fh.read(4) == b"PK\x03\x04":
+        if fh.read(4) == _ZIP_MAGIC:
             fh.seek(0)
             data = _zip_pickle(fh, name)
             stream, count, end = BytesIO(data or b""), 1 if data else 0, len(data or b"")
