@@ -13,8 +13,13 @@ One file, written once to a temp dir (every tensor 2×2 float32: the header is ~
 * ``safe_open``: the library alone (``keys()``, then ``get_slice(k).get_dtype()/get_shape()`` for each);
 * ``llmpdb parser``: ``read_header(use_library=False)``: llmpdb's own parser, every field checked in Python.
 
-The ratios show what llmpdb's guards cost on top of the library (target: within 1.3×) and what the library
-saves against llmpdb's own parser. Timings are the minimum of ``--runs`` runs (the machine is shared).
+* ``read_safetensors`` (mapped): what ``python -m llmpdb open`` loads, every tensor rebuilt as a view of
+  the mapped file after llmpdb's own parser checked the header;
+* ``load_file``: ``safetensors.torch.load_file``, the library loading every tensor.
+
+The ratios show what llmpdb's guards cost on top of the library (target: within 1.3×), what the library
+saves against llmpdb's own parser, and what ``open``'s load costs against the library's. Timings are the
+minimum of ``--runs`` runs (the machine is shared).
 """
 
 from __future__ import annotations
@@ -30,7 +35,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from safetensors import safe_open  # noqa: E402
+from safetensors.torch import load_file  # noqa: E402
 
+from llmpdb.files.safetensors_file import read_safetensors  # noqa: E402
 from llmpdb.inspect.safetensors_header import read_header  # noqa: E402
 
 
@@ -77,12 +84,18 @@ def main() -> None:
         ours = best(lambda: read_header(path), args.runs)
         alone = best(lambda: library_alone(path), args.runs)
         parser_only = best(lambda: read_header(path, use_library=False), args.runs)
+        assert len(read_safetensors(path, mapped=True)[0]) == len(load_file(path)) == args.tensors
+        opened = best(lambda: read_safetensors(path, mapped=True), args.runs)
+        loaded = best(lambda: load_file(path), args.runs)
     print(f"{args.tensors:,} tensors, best of {args.runs}:")
     print(f"  read_header (llmpdb checks + library)  {ours:7.3f} s")
     print(f"  safe_open alone                         {alone:7.3f} s")
     print(f"  llmpdb's own parser                     {parser_only:7.3f} s")
     print(f"  read_header / safe_open      = {ours / alone:5.2f}x  (target <= 1.3x)")
+    print(f"  read_safetensors (open's load) {opened:7.3f} s")
+    print(f"  load_file (the library)         {loaded:7.3f} s")
     print(f"  llmpdb parser / read_header  = {parser_only / ours:5.2f}x  (what the library saves)")
+    print(f"  read_safetensors / load_file = {opened / loaded:5.2f}x  (open's load against the library's)")
 
 
 if __name__ == "__main__":
